@@ -1,0 +1,96 @@
+"""Base classes for new environments.
+
+Each class is a thin layer over the gymnasium / RLlib API that fixes the
+conventions this tool relies on:
+
+* the constructor takes one ``config`` dict (the YAML's ``env_config``);
+* curriculum envs expose ``get_task``/``set_task`` (the Ray 1.x
+  ``TaskSettableEnv`` contract, removed from Ray 2.60);
+* action-masking envs return ``{"observations": ..., "action_mask": ...}`` so
+  the default models can honour the mask.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from ray.rllib.env.multi_agent_env import MultiAgentEnv as _RLlibMultiAgentEnv
+
+OBS_KEY = "observations"
+MASK_KEY = "action_mask"
+
+
+class Env(gym.Env):
+    """A single-agent environment configured from ``env_config``.
+
+    Subclasses set ``observation_space`` and ``action_space`` in ``__init__``
+    and implement gymnasium's ``reset(seed=, options=)`` and ``step(action)``.
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None):
+        super().__init__()
+        self.config: dict[str, Any] = dict(config or {})
+
+
+class MultiAgentEnv(_RLlibMultiAgentEnv):
+    """A multi-agent environment (RLlib's API) configured from ``env_config``.
+
+    Set ``self.agents``/``self.possible_agents`` and the per-agent
+    ``observation_spaces``/``action_spaces`` dicts; ``reset`` and ``step``
+    return per-agent dicts, with ``"__all__"`` in the terminated/truncated dicts.
+    """
+
+    def __init__(self, config: dict[str, Any] | None = None):
+        super().__init__()
+        self.config: dict[str, Any] = dict(config or {})
+
+
+class TaskSettable(abc.ABC):
+    """Mixin for curriculum learning: a task (difficulty) that training can change.
+
+    The YAML key ``curriculum: module.fn`` names a function
+    ``fn(train_results, env, env_ctx) -> task`` called after every training
+    iteration for every environment copy; when the task it returns differs
+    from ``get_task()``, ``set_task`` is called with it.
+    """
+
+    @abc.abstractmethod
+    def get_task(self) -> Any:
+        """The current task."""
+
+    @abc.abstractmethod
+    def set_task(self, task: Any) -> None:
+        """Switch to ``task``; takes effect from the next ``reset``."""
+
+
+class CurriculumEnv(TaskSettable, Env):
+    """A single-agent env whose task the curriculum function sets."""
+
+
+class ActionMaskEnv(Env):
+    """A discrete-action env that forbids some actions in some states.
+
+    Observations are dicts ``{"observations": obs, "action_mask": mask}``
+    where ``mask[i] == 1`` means action ``i`` is allowed.  Build the space
+    with :meth:`masked_space` and each observation with :meth:`masked`.
+    The default PPO model picked by ``train.py`` never samples a masked action.
+    """
+
+    @staticmethod
+    def masked_space(inner: gym.Space, action_space: gym.spaces.Discrete) -> gym.spaces.Dict:
+        mask = gym.spaces.Box(0, 1, shape=(int(action_space.n),), dtype=np.int8)
+        return gym.spaces.Dict({OBS_KEY: inner, MASK_KEY: mask})
+
+    @abc.abstractmethod
+    def action_mask(self) -> np.ndarray:
+        """1 for allowed actions, 0 for forbidden ones, in the current state."""
+
+    def masked(self, obs: Any) -> dict[str, Any]:
+        return {OBS_KEY: obs, MASK_KEY: np.asarray(self.action_mask(), dtype=np.int8)}
+
+
+def has_action_mask(space: gym.Space) -> bool:
+    return isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces and OBS_KEY in space.spaces

@@ -1,0 +1,186 @@
+"""``python train.py -f config.yaml``: the ``rllib train`` command line, restored.
+
+Flags follow the Ray 1.x ``rllib train`` / seed ``train.py`` names.  Any
+``--config.KEY=VALUE`` (VALUE parsed as YAML, KEY may be dotted for nested
+settings) is applied on top of every experiment's ``config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from envsdk.errors import UserError, run_cli
+from envsdk.notices import notice
+from envsdk.yamlio import LineDict, parse_scalar
+
+STOP_FLAGS = {
+    "stop_iters": "training_iteration",
+    "stop_timesteps": "num_env_steps_sampled_lifetime",
+    "stop_reward": "env_runners/episode_return_mean",
+    "stop_time": "time_total_s",
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="train.py",
+        description="Train an RLlib agent from a YAML experiment file.",
+        epilog="Override any config key with --config.KEY=VALUE, e.g. --config.lr=0.001 "
+        "or --config.model.fcnet_hiddens='[64, 64]'.",
+    )
+    p.add_argument("-f", "--config-file", help="YAML experiment file")
+    p.add_argument("--run", help="algorithm (overrides the file's 'run')")
+    p.add_argument("--env", help="environment (overrides the file's 'env')")
+    p.add_argument("--local-dir", "--storage-path", dest="storage_path", help="results folder")
+    p.add_argument("--temp-dir", help="Ray's session/log folder")
+    p.add_argument("--checkpoint-freq", type=int, help="checkpoint every N iterations")
+    p.add_argument("--checkpoint-at-end", action="store_true", default=None)
+    p.add_argument("--keep-checkpoints-num", type=int, help="keep the best N checkpoints")
+    p.add_argument("--checkpoint-score-attr", help="metric ranking checkpoints (min- prefix: lower is better)")
+    p.add_argument("--stop-iters", type=int)
+    p.add_argument("--stop-timesteps", type=int)
+    p.add_argument("--stop-reward", type=float)
+    p.add_argument("--stop-time", type=float, help="stop after this many seconds of training")
+    p.add_argument("--num-workers", type=int, help="env runners (config num_env_runners)")
+    p.add_argument("--num-gpus", type=float, help="GPUs for the learner")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--framework", help="only 'torch' (RLlib 2.60 dropped TensorFlow)")
+    p.add_argument("--ray-address", "--ip-head", dest="ray_address", help="join this Ray cluster ('auto': $RAY_ADDRESS)")
+    p.add_argument("--redis-password", help="ignored: Ray 2 has no Redis password")
+    p.add_argument("--ray-num-cpus", type=int)
+    p.add_argument("--ray-num-gpus", type=int)
+    p.add_argument("--ray-object-store-memory", type=int)
+    p.add_argument("--local-mode", action="store_true", help="debugging: no remote env runners")
+    p.add_argument("--resume", action="store_true", help="continue the experiment in --local-dir")
+    p.add_argument("--restore", help="start from this checkpoint's weights and state")
+    p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def parse_overrides(extra: list[str]) -> dict[str, Any]:
+    """``--config.a.b=1`` -> {"a": {"b": 1}}; anything else is an error."""
+    overrides: dict[str, Any] = {}
+    for item in extra:
+        if not item.startswith("--config.") or "=" not in item:
+            raise UserError(f"unknown argument '{item}'", "see `python train.py --help`")
+        key, _, text = item.removeprefix("--config.").partition("=")
+        node = overrides
+        *parents, leaf = key.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = parse_scalar(text)
+    return overrides
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = dict(base)
+    for key, value in extra.items():
+        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
+    from envsdk.experiment import Experiment, load_experiments
+
+    if args.config_file:
+        experiments = load_experiments(args.config_file)
+    elif args.run and args.env:
+        experiments = [Experiment(name=f"{args.run}_{args.env}", run=args.run, env=args.env, config=LineDict())]
+    else:
+        raise UserError("nothing to train", "pass -f config.yaml (or both --run and --env)")
+    flag_config: dict[str, Any] = {}
+    if args.num_workers is not None:
+        flag_config["num_env_runners"] = args.num_workers
+    if args.num_gpus is not None:
+        flag_config["num_gpus_per_learner"] = args.num_gpus
+    if args.seed is not None:
+        flag_config["seed"] = args.seed
+    if args.local_mode:
+        flag_config.update(num_env_runners=0, evaluation_num_env_runners=0)
+        notice("--local-mode: sampling in the training process (Ray 2 has no local_mode; use RAY_DEBUG=1 for breakpoints)")
+    for exp in experiments:
+        exp.run = args.run or exp.run
+        exp.env = args.env or exp.env
+        for flag, metric in STOP_FLAGS.items():
+            if getattr(args, flag) is not None:
+                exp.stop[metric] = getattr(args, flag)
+        for name in ("checkpoint_freq", "keep_checkpoints_num", "checkpoint_at_end"):
+            if getattr(args, name) is not None:
+                setattr(exp, name, getattr(args, name))
+        if args.checkpoint_score_attr:
+            from envsdk.legacy import translate_metric
+
+            exp.checkpoint_score_attr = translate_metric(args.checkpoint_score_attr)
+        exp.overrides = _merge(overrides, flag_config)
+    return experiments
+
+
+def dry_run(exp: Any, built: Any) -> None:
+    import yaml
+
+    defaults = built.algo_class.get_default_config().to_dict()
+    resolved = built.config.to_dict()
+    changed = {
+        k: v
+        for k, v in resolved.items()
+        if not k.startswith("_") and k not in ("env", "callbacks_on_train_result", "callbacks_on_algorithm_init")
+        and repr(v) != repr(defaults.get(k))
+    }
+    doc = {
+        exp.name: {
+            "run": exp.run,
+            "env": f"{built.env.name} ({built.env.kind})",
+            "stop": exp.stop,
+            "checkpoint_freq": exp.checkpoint_freq,
+            "checkpoint_at_end": exp.checkpoint_at_end,
+            "search_space": {"/".join(k): repr(v) for k, v in built.search_space.items()},
+            "config (differs from RLlib defaults)": changed,
+        }
+    }
+    print(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100).rstrip())
+
+
+def main(argv: list[str]) -> int:
+    args, extra = parser().parse_known_args(argv)
+    overrides = parse_overrides(extra)
+    if args.framework and args.framework != "torch":
+        raise UserError(f"--framework {args.framework} is not supported", "RLlib 2.60 is torch-only: drop the flag")
+    if args.redis_password:
+        notice("--redis-password is ignored: Ray 2 clusters need no Redis password")
+    experiments = load(args, overrides)
+
+    from envsdk.config import build_config
+
+    built = [build_config(exp, exp.overrides) for exp in experiments]
+    if args.dry_run:
+        for exp, b in zip(experiments, built, strict=True):
+            dry_run(exp, b)
+        return 0
+
+    from envsdk.ray_session import check_gpus, start_ray
+    from envsdk.runner import print_summary, run_experiment
+
+    code_paths = sorted({p for b in built for p in b.search_paths} | {Path.cwd()})
+    start_ray(
+        args.ray_address,
+        num_cpus=args.ray_num_cpus,
+        num_gpus=args.ray_num_gpus,
+        object_store_memory=args.ray_object_store_memory,
+        temp_dir=args.temp_dir,
+        code_paths=code_paths,
+    )
+    failed = False
+    for exp, b in zip(experiments, built, strict=True):
+        check_gpus(b.config)
+        outcome = run_experiment(exp, b, storage_path=args.storage_path, resume=args.resume, restore=args.restore)
+        print_summary(outcome)
+        failed |= bool(outcome.errors)
+    return 1 if failed else 0
+
+
+def entry() -> None:
+    sys.exit(run_cli(main))

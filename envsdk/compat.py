@@ -1,0 +1,94 @@
+"""Run environments written for the old ``gym`` API unchanged.
+
+Old-API envs return only ``obs`` from ``reset()`` and a 4-tuple
+``(obs, reward, done, info)`` from ``step()``; their spaces may come from the
+``gym`` package.  :class:`LegacyGymAdapter` presents such an env as a
+gymnasium env; :func:`needs_adapter` decides when it is applied.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+
+def needs_adapter(env: Any) -> bool:
+    """True for envs that follow the pre-0.26 gym API."""
+    if isinstance(env, gym.Env) and "seed" in inspect.signature(env.reset).parameters:
+        return False
+    return hasattr(env, "reset") and hasattr(env, "step") and hasattr(env, "action_space")
+
+
+def to_gymnasium_space(space: Any) -> gym.Space:
+    """Convert a ``gym.spaces`` (or look-alike) space to its gymnasium twin."""
+    if isinstance(space, gym.Space):
+        return space
+    kind = type(space).__name__
+    if kind == "Box":
+        return gym.spaces.Box(space.low, space.high, shape=space.shape, dtype=space.dtype)
+    if kind == "Discrete":
+        return gym.spaces.Discrete(int(space.n), start=int(getattr(space, "start", 0)))
+    if kind == "MultiDiscrete":
+        return gym.spaces.MultiDiscrete(np.asarray(space.nvec))
+    if kind == "MultiBinary":
+        return gym.spaces.MultiBinary(space.n)
+    if kind == "Tuple":
+        return gym.spaces.Tuple([to_gymnasium_space(s) for s in space.spaces])
+    if kind == "Dict":
+        return gym.spaces.Dict({k: to_gymnasium_space(s) for k, s in space.spaces.items()})
+    raise TypeError(f"cannot convert space of type {type(space).__qualname__} to gymnasium")
+
+
+def _cast(obs: Any, space: gym.Space) -> Any:
+    """Old envs often return float64 or lists where the space says float32."""
+    if isinstance(space, gym.spaces.Box):
+        return np.asarray(obs, dtype=space.dtype).reshape(space.shape)
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _cast(obs[k], s) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_cast(o, s) for o, s in zip(obs, space.spaces, strict=True))
+    if isinstance(space, gym.spaces.Discrete):
+        return int(obs)
+    return obs
+
+
+class LegacyGymAdapter(gym.Env):
+    """Presents an old-API gym env through the gymnasium API."""
+
+    def __init__(self, inner: Any):
+        super().__init__()
+        self.inner = inner
+        self.observation_space = to_gymnasium_space(inner.observation_space)
+        self.action_space = to_gymnasium_space(inner.action_space)
+        self.metadata = dict(getattr(inner, "metadata", None) or {})
+        self.render_mode = getattr(inner, "render_mode", None) or "rgb_array"
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        super().reset(seed=seed)
+        if seed is not None and hasattr(self.inner, "seed"):
+            self.inner.seed(seed)
+        out = self.inner.reset()
+        return _cast(out, self.observation_space), {}
+
+    def step(self, action: Any):
+        out = self.inner.step(action)
+        if len(out) == 5:  # already new-style step; only reset was old
+            obs, reward, terminated, truncated, info = out
+        else:
+            obs, reward, done, info = out
+            truncated = bool((info or {}).get("TimeLimit.truncated", False))
+            terminated = bool(done) and not truncated
+        return _cast(obs, self.observation_space), float(reward), terminated, truncated, info or {}
+
+    def render(self):
+        try:
+            return self.inner.render(mode="rgb_array")
+        except TypeError:
+            return self.inner.render()
+
+    def close(self):
+        if hasattr(self.inner, "close"):
+            self.inner.close()

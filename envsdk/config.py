@@ -1,0 +1,276 @@
+"""Turn an experiment's ``config:`` mapping into an RLlib 2.60 AlgorithmConfig.
+
+Every config key a YAML file may hold is handled in this module:
+
+* Ray 1.x names are translated (:mod:`envsdk.legacy`), one notice each;
+* any other key must be a 2.60 config key of the chosen algorithm, else a
+  UserError names the key, its ``file:line`` and the closest valid names;
+* ``{grid_search|choice|uniform|loguniform|randint|...: [...]}`` values
+  become Tune search spaces;
+* ``env``/``env_config`` pick the environment (:mod:`envsdk.registry`);
+* ``model: {custom_model: NAME, custom_model_config: {...}}`` loads a plugin
+  (:mod:`envsdk.plugins`); other ``model`` keys become the new stack's
+  ``model_config``;
+* ``curriculum: module.fn`` installs :func:`envsdk.curriculum.apply_curriculum`;
+* ``multiagent: {policies, policy_mapping_fn, ...}`` (Ray 1.x) is flattened
+  and a ``policy_mapping_fn`` given as an import path is imported.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+from envsdk import legacy
+from envsdk.base import has_action_mask
+from envsdk.curriculum import apply_curriculum
+from envsdk.env_checker import EnvInfo, preflight
+from envsdk.errors import UserError, closest, did_you_mean
+from envsdk.experiment import Experiment
+from envsdk.imports import import_ref
+from envsdk.notices import notice
+from envsdk.plugins import load_model, search_path
+from envsdk.registry import ResolvedEnv, resolve_env
+from envsdk.yamlio import LineDict
+
+SEARCH_SPACES = {
+    "grid_search": None,
+    "choice": lambda v: tune.choice(v),
+    "uniform": lambda v: tune.uniform(*v),
+    "quniform": lambda v: tune.quniform(*v),
+    "loguniform": lambda v: tune.loguniform(*v),
+    "qloguniform": lambda v: tune.qloguniform(*v),
+    "randint": lambda v: tune.randint(*v),
+    "qrandint": lambda v: tune.qrandint(*v),
+    "randn": lambda v: tune.randn(*v),
+}
+# Keys this tool adds on top of RLlib's, or accepts in their Python-API spelling.
+EXTRA_KEYS = {"curriculum", "model_config", "lambda_", "env", "env_config", "multiagent"}
+MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
+MASKABLE_ALGOS = {"PPO"}
+
+
+def algorithm_class(run: str) -> type:
+    from ray.rllib.algorithms.registry import ALGORITHMS
+
+    if run not in ALGORITHMS:
+        match = {a.lower(): a for a in ALGORITHMS}.get(run.lower())
+        raise UserError(
+            f"unknown algorithm 'run: {run}'",
+            f"did you mean '{match}'?" if match else f"RLlib 2.60 has: {', '.join(ALGORITHMS)}",
+        )
+    # Import only the chosen algorithm: Tune's registry would import every
+    # algorithm (DreamerV3's import alone builds an env and warns).
+    return ALGORITHMS[run]()[0]
+
+
+@dataclass
+class BuiltConfig:
+    """An experiment's algorithm config plus what the runner needs beside it."""
+
+    algo_class: type
+    config: AlgorithmConfig
+    env: ResolvedEnv
+    env_info: EnvInfo
+    search_space: dict[str, Any] = field(default_factory=dict)
+    search_paths: list[Path] = field(default_factory=list)
+
+    def param_space(self) -> dict[str, Any]:
+        """The dict handed to Tune: the config with search spaces overlaid."""
+        space = self.config.to_dict()
+        for path, domain in self.search_space.items():
+            node = space
+            # The new stack keeps model_config in a private attribute.
+            *parents, leaf = ("_model_config", *path[1:]) if path[0] == "model_config" else path
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = domain
+        return space
+
+
+def _search_space(value: Any) -> Any | None:
+    if isinstance(value, dict) and len(value) == 1:
+        op, arg = next(iter(value.items()))
+        if op in SEARCH_SPACES:
+            if not isinstance(arg, list) or not arg:
+                raise UserError(f"'{op}' needs a list, got {arg!r}", f"write {op}: [a, b, ...]")
+            make = SEARCH_SPACES[op]
+            return tune.grid_search(arg) if make is None else make(arg)
+    return None
+
+
+def _extract_search_spaces(values: dict, prefix: tuple = ()) -> dict[tuple, Any]:
+    """Replace search-space values by a representative, returning the domains."""
+    found: dict[tuple, Any] = {}
+    for key, value in list(values.items()):
+        domain = _search_space(value)
+        if domain is not None:
+            found[prefix + (key,)] = domain
+            op, arg = next(iter(value.items()))
+            values[key] = arg[0]
+        elif isinstance(value, dict) and key not in ("env_config",):
+            found.update(_extract_search_spaces(value, prefix + (key,)))
+    return found
+
+
+def translate(raw: LineDict, valid: set[str]) -> dict[str, Any]:
+    """Legacy names -> 2.60 names; unknown keys are errors naming file:line."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key in legacy.REMOVED_CONFIG_KEYS:
+            raise UserError(
+                f"{raw.where(key)}: config key '{key}' was removed from RLlib",
+                legacy.REMOVED_CONFIG_KEYS[key],
+            )
+        if key == "framework":
+            if value not in ("torch", None):
+                raise UserError(
+                    f"{raw.where(key)}: framework '{value}' is not supported",
+                    "RLlib 2.60 is torch-only: delete the line or write 'framework: torch'",
+                )
+            continue
+        if key in legacy.CONFIG_KEYS:
+            new = legacy.CONFIG_KEYS[key]
+            notice(f"config key '{key}' is now '{new}'")
+            key = new
+        elif key not in valid:
+            near = closest(key, valid | set(legacy.CONFIG_KEYS))
+            raise UserError(
+                f"{raw.where(key)}: unknown config key '{key}'",
+                f"did you mean {', '.join(repr(n) for n in near)}?"
+                if near
+                else "see the README's config section for valid keys",
+            )
+        out[key] = value
+    multiagent = out.pop("multiagent", None)
+    if multiagent:
+        notice("config key 'multiagent' is now top-level policies / policy_mapping_fn / ...")
+        for key, value in multiagent.items():
+            out.setdefault(key, value)
+    return out
+
+
+def valid_keys(algo_class: type) -> set[str]:
+    defaults = algo_class.get_default_config().to_dict()
+    return {k for k in defaults if not k.startswith("_")} | EXTRA_KEYS
+
+
+@dataclass
+class ModelSettings:
+    """Where the YAML's ``model``/``model_config`` ended up."""
+
+    old_stack_model: dict[str, Any] = field(default_factory=dict)  # ModelV2 path
+    module_class: type | None = None  # RLModule plugin or the masked default
+    model_config: dict[str, Any] = field(default_factory=dict)  # new-stack module settings
+
+    @property
+    def old_stack(self) -> bool:
+        return bool(self.old_stack_model.get("custom_model"))
+
+
+def _model_settings(
+    values: dict[str, Any], env_info: EnvInfo, run: str, paths: list[Path], where: str
+) -> ModelSettings:
+    """Route ``model``/``model_config`` to the ModelV2 dict or the RLModule settings."""
+    model = dict(values.pop("model", None) or {})
+    model_config = dict(values.pop("model_config", None) or {})
+    name = model.pop("custom_model", None)
+    options = dict(model.pop("custom_model_config", None) or {})
+    if name:
+        plugin = load_model(str(name), paths)
+        plugin.check_options(options)
+        if plugin.is_modelv2:
+            from ray.rllib.models import ModelCatalog
+
+            # RLlib passes custom_model_config entries to the constructor as kwargs.
+            ModelCatalog.register_custom_model(plugin.name, plugin.cls)
+            return ModelSettings({**model, "custom_model": plugin.name, "custom_model_config": options})
+        return ModelSettings(module_class=plugin.cls, model_config={**model_config, **options})
+    unknown = [k for k in model if k not in MODEL_CONFIG_FIELDS]
+    if unknown:
+        raise UserError(
+            f"{where}: unknown model option '{unknown[0]}'",
+            did_you_mean(unknown[0], MODEL_CONFIG_FIELDS) or "see RLlib's DefaultModelConfig",
+        )
+    if model:
+        notice(f"model options {sorted(model)} go to model_config on the new API stack")
+        model_config = {**model, **model_config}
+    if env_info.observation_space is not None and has_action_mask(env_info.observation_space):
+        if run not in MASKABLE_ALGOS:
+            raise UserError(
+                f"the env has action masks, which the default {run} model cannot honour",
+                f"use one of {sorted(MASKABLE_ALGOS)} or a custom_model that reads 'action_mask'",
+            )
+        from envsdk.masking import MaskedPPOTorchRLModule
+
+        return ModelSettings(module_class=MaskedPPOTorchRLModule, model_config=model_config)
+    return ModelSettings(model_config=model_config)
+
+
+def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> BuiltConfig:
+    """Validate ``exp.config`` (plus CLI overrides) and build the AlgorithmConfig."""
+    algo_class = algorithm_class(exp.run)
+    logging.getLogger("ray.rllib").setLevel(logging.ERROR)  # RLlib's "new API stack" banner
+    raw = LineDict(copy.deepcopy(dict(exp.config)))
+    raw.lines, raw.source = dict(exp.config.lines), exp.config.source
+    for key, value in (overrides or {}).items():
+        raw[key] = value
+    values = translate(raw, valid_keys(algo_class))
+    search = _extract_search_spaces(values)
+
+    env_ref = values.pop("env", None) or exp.env
+    env_config = dict(values.pop("env_config", None) or {})
+    paths = [exp.base_dir]
+    resolved = resolve_env(env_ref, paths)
+    if resolved.creator is not None:
+        from ray.tune.registry import register_env
+
+        register_env(resolved.name, resolved.creator)
+    info = preflight(resolved, env_config)
+
+    model = _model_settings(values, info, exp.run, search_path(exp.base_dir), raw.where("model"))
+    curriculum = values.pop("curriculum", None)
+    mapping = values.get("policy_mapping_fn")
+    if isinstance(mapping, str):
+        values["policy_mapping_fn"] = import_ref(mapping, paths, what="policy_mapping_fn")
+    values.setdefault("log_level", "ERROR")
+
+    config: AlgorithmConfig = algo_class.get_default_config()
+    if model.old_stack:
+        notice(f"custom_model '{model.old_stack_model['custom_model']}' is a ModelV2: using RLlib's old API stack")
+        config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+    try:
+        config.update_from_dict(values)
+        config.environment(env=resolved.name, env_config=env_config)
+        if model.old_stack:
+            config.training(model=model.old_stack_model)
+        if model.module_class is not None:
+            config.rl_module(rl_module_spec=RLModuleSpec(module_class=model.module_class))
+        if model.model_config:
+            config.rl_module(model_config=model.model_config)
+        if curriculum:
+            import_ref(str(curriculum), paths, what="curriculum function")  # fail early
+            hook = functools.partial(
+                apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths]
+            )
+            config.callbacks(on_train_result=hook)
+        config.validate()
+    except UserError:
+        raise
+    except (ValueError, TypeError, KeyError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(
+            f"{raw.source}: RLlib rejected the config: {first}",
+            "adjust the named setting in the YAML (or the --config override)",
+        ) from err
+    return BuiltConfig(algo_class, config, resolved, info, search, paths)

@@ -1,0 +1,53 @@
+"""User-facing errors and the one place that turns them into exit status 2.
+
+A ``UserError`` is a mistake the user can fix (bad YAML, unknown key, an env
+that cannot be imported).  Entry points run under :func:`run_cli`, which prints
+the message and hint on one or two lines and exits with status 2; ``--debug``
+re-raises so the full traceback is visible.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Callable, Iterable
+
+EXIT_USAGE = 2
+
+
+class UserError(Exception):
+    """A mistake in the user's input, reported without a traceback."""
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message}\n  fix: {self.hint}"
+
+
+def closest(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
+    """The valid names closest to a misspelt one (for 'did you mean' hints)."""
+    return difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.6)
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    matches = closest(name, candidates)
+    return f"did you mean {', '.join(repr(m) for m in matches)}?" if matches else ""
+
+
+def run_cli(main: Callable[[list[str]], int | None], argv: list[str] | None = None) -> int:
+    """Run an entry point; a UserError becomes a short message and exit 2."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        return int(main(argv) or 0)
+    except UserError as err:
+        if debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

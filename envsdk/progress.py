@@ -1,0 +1,104 @@
+"""The live progress line printed while training.
+
+On a terminal one line is rewritten in place; when stdout is a file (SLURM
+logs, CI) a full line is printed at most every ``log_every_s`` seconds so
+logs stay readable.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any
+
+from ray import tune
+
+RETURN = "env_runners/episode_return_mean"
+STEPS = "num_env_steps_sampled_lifetime"
+
+
+def lookup(result: dict[str, Any], path: str) -> Any:
+    """``result['a']['b']`` for path ``a/b`` (Tune also flattens with '/')."""
+    if path in result:
+        return result[path]
+    node: Any = result
+    for part in path.split("/"):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def eta_seconds(result: dict[str, Any], stop: dict[str, Any]) -> float | None:
+    """Seconds until the first countable stop criterion is reached."""
+    elapsed = float(result.get("time_total_s") or 0.0)
+    it = int(result.get("training_iteration") or 0)
+    steps = float(lookup(result, STEPS) or 0)
+    guesses = []
+    if "training_iteration" in stop and it:
+        guesses.append((stop["training_iteration"] - it) * elapsed / it)
+    if STEPS in stop and steps:
+        guesses.append((stop[STEPS] - steps) * elapsed / steps)
+    if "time_total_s" in stop:
+        guesses.append(stop["time_total_s"] - elapsed)
+    return max(0.0, min(guesses)) if guesses else None
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None or math.isnan(seconds):
+        return "?"
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def format_line(name: str, result: dict[str, Any], stop: dict[str, Any]) -> str:
+    ret = lookup(result, RETURN)
+    steps = lookup(result, STEPS) or 0
+    elapsed = float(result.get("time_total_s") or 0.0)
+    rate = steps / elapsed if elapsed else 0.0
+    parts = [
+        f"[{name}] iter {result.get('training_iteration', 0)}",
+        f"{int(steps):,} steps",
+        f"return {ret:.1f}" if isinstance(ret, int | float) and not math.isnan(ret) else "return -",
+        f"{rate:,.0f} steps/s",
+    ]
+    eta = eta_seconds(result, stop)
+    if eta is not None:
+        parts.append(f"~{fmt_duration(eta)} left")
+    if RETURN in stop:
+        parts.append(f"target {stop[RETURN]}")
+    return " | ".join(parts)
+
+
+class ProgressLine(tune.Callback):
+    """Tune callback that keeps one live line of training progress."""
+
+    def __init__(self, name: str, stop: dict[str, Any], stream: Any = None, log_every_s: float = 10.0):
+        self.name = name
+        self.stop = stop
+        self.stream = stream or sys.stdout
+        self.tty = self.stream.isatty()
+        self.log_every_s = log_every_s
+        self._last_print = 0.0
+        self._width = 0
+
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any):
+        name = f"{self.name} {trial.trial_id}" if len(trials) > 1 else self.name
+        line = format_line(name, result, self.stop)
+        if len(trials) > 1:
+            running = sum(1 for t in trials if t.status == "RUNNING")
+            line += f" | trials {running} running / {len(trials)}"
+        if self.tty:
+            pad = max(0, self._width - len(line))
+            self.stream.write("\r" + line + " " * pad)
+            self._width = len(line)
+        elif time.monotonic() - self._last_print >= self.log_every_s:
+            self.stream.write(line + "\n")
+            self._last_print = time.monotonic()
+        self.stream.flush()
+
+    def on_experiment_end(self, trials: list, **info: Any):
+        if self.tty and self._width:
+            self.stream.write("\n")
+            self.stream.flush()

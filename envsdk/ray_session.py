@@ -1,0 +1,75 @@
+"""Starting or joining Ray for a training run."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from envsdk.errors import UserError
+from envsdk.notices import notice
+
+
+def start_ray(
+    address: str | None = None,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    object_store_memory: int | None = None,
+    temp_dir: str | None = None,
+    code_paths: list[Path] | None = None,
+) -> None:
+    """Join the cluster at ``address`` ('auto' reads RAY_ADDRESS) or start a local Ray.
+
+    ``code_paths`` go on the workers' PYTHONPATH so env and model modules
+    next to the YAML file import there too.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return
+    paths = [str(p) for p in (code_paths or [])]
+    existing = os.environ.get("PYTHONPATH")
+    pythonpath = os.pathsep.join(paths + ([existing] if existing else []))
+    # Tune's own console table and Ray's INFO/WARNING chatter from workers would
+    # drown the progress line; warnings that matter are raised as errors.
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    kwargs: dict = {
+        "logging_level": logging.ERROR,
+        "logging_config": ray.LoggingConfig(log_level="ERROR"),
+        "include_dashboard": False,
+        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}} if pythonpath else None,
+    }
+    if address:
+        if address == "auto" and not os.environ.get("RAY_ADDRESS"):
+            raise UserError("--ray-address auto, but RAY_ADDRESS is not set", "pass the head's host:port")
+        for flag, value in (("--ray-num-cpus", num_cpus), ("--ray-num-gpus", num_gpus)):
+            if value is not None:
+                notice(f"{flag} is ignored when joining an existing cluster")
+        kwargs["address"] = address
+    else:
+        kwargs.update(
+            num_cpus=num_cpus,
+            num_gpus=num_gpus,
+            object_store_memory=object_store_memory,
+            _temp_dir=str(Path(temp_dir).resolve()) if temp_dir else None,
+        )
+    try:
+        ray.init(**kwargs)
+    except ConnectionError as err:
+        raise UserError(
+            f"cannot reach a Ray cluster at {address}: {err}",
+            "start it with `ray start --head` or check the address (host:port of the head)",
+        ) from err
+
+
+def check_gpus(config) -> None:
+    """A learner asking for GPUs the cluster does not have is a user error."""
+    import ray
+
+    wanted = float(getattr(config, "num_gpus_per_learner", 0) or 0) + float(config.num_gpus or 0)
+    have = ray.cluster_resources().get("GPU", 0.0)
+    if wanted > have:
+        raise UserError(
+            f"the config asks for {wanted:g} GPU(s) but the Ray cluster has {have:g}",
+            "set num_gpus_per_learner: 0, or fake GPUs for testing with --ray-num-gpus N",
+        )

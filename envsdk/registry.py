@@ -1,0 +1,140 @@
+"""Finding environments: our registry, entry points, gymnasium ids, import paths.
+
+``env:`` in a YAML file may be
+
+* an id registered with :func:`register` (or through the ``envsdk.envs``
+  entry-point group of an installed package),
+* a gymnasium id such as ``CartPole-v1``,
+* an import path ``module.Class`` or ``module:factory``, looked up next to
+  the YAML file and in the working directory.
+
+:func:`resolve_env` turns that string into a :class:`ResolvedEnv` whose
+``name`` is what RLlib is given and whose ``make`` builds one instance.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+from envsdk.compat import LegacyGymAdapter, needs_adapter
+from envsdk.errors import UserError, closest
+from envsdk.imports import import_ref, split_ref
+from envsdk.notices import notice
+
+ENTRY_POINT_GROUP = "envsdk.envs"
+_REGISTRY: dict[str, Callable[..., Any]] = {}
+
+
+class EnvFactory:
+    """Picklable ``env_config -> env`` creator handed to RLlib.
+
+    Passes ``env_config`` to the target when it takes an argument, wraps
+    old-gym-API envs in the adapter and applies an episode step limit.
+    """
+
+    def __init__(self, target: Callable[..., Any], name: str, max_episode_steps: int | None = None):
+        self.target = target
+        self.name = name
+        self.max_episode_steps = max_episode_steps
+
+    def __call__(self, env_config: dict | None = None) -> Any:
+        env = self.target(env_config if env_config is not None else {}) if _takes_argument(
+            self.target
+        ) else self.target()
+        if needs_adapter(env):
+            notice(f"env '{self.name}' uses the old gym API (reset -> obs, step -> 4-tuple); adapting it")
+            env = LegacyGymAdapter(env)
+        if self.max_episode_steps and isinstance(env, gym.Env):
+            env = gym.wrappers.TimeLimit(env, self.max_episode_steps)
+        return env
+
+
+def _takes_argument(target: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):
+        return True
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
+
+
+def register(env_id: str, *, max_episode_steps: int | None = None) -> Callable:
+    """Class or factory decorator: make ``env_id`` usable in YAML and gymnasium.make.
+
+    >>> @register("GridWorld-v0", max_episode_steps=100)
+    ... class GridWorld(envsdk.Env): ...
+    """
+
+    def decorate(target: Callable[..., Any]) -> Callable[..., Any]:
+        factory = EnvFactory(target, env_id, max_episode_steps)
+        _REGISTRY[env_id] = factory
+        if env_id not in gym.registry:
+            gym.register(env_id, entry_point=lambda **kwargs: factory(kwargs))
+        return target
+
+    return decorate
+
+
+def registered_ids() -> list[str]:
+    _load_entry_points()
+    return sorted(_REGISTRY)
+
+
+def _load_entry_points() -> None:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name not in _REGISTRY:
+            _REGISTRY[ep.name] = EnvFactory(ep.load(), ep.name)
+
+
+@dataclass
+class ResolvedEnv:
+    """An env reference made concrete.
+
+    ``creator`` is None for plain gymnasium ids, which RLlib builds itself
+    (that keeps RLlib's fast vectorised path with no wrapper of ours).
+    """
+
+    name: str
+    creator: EnvFactory | None
+    kind: str
+
+    def make(self, env_config: dict | None = None) -> Any:
+        if self.creator is not None:
+            return self.creator(env_config or {})
+        return gym.make(self.name, **(env_config or {}))
+
+
+def resolve_env(spec: Any, search: list[Path] | None = None) -> ResolvedEnv:
+    """Resolve a YAML ``env:`` value (see module docstring)."""
+    if spec is None:
+        raise UserError("no env given", "add 'env: CartPole-v1' (or module.Class) to the experiment")
+    if not isinstance(spec, str):
+        raise UserError(f"env must be a string, got {spec!r}", "write env: module.ClassName")
+    if spec in _REGISTRY:
+        return ResolvedEnv(spec, _REGISTRY[spec], "registered")
+    _load_entry_points()
+    if spec in _REGISTRY:
+        return ResolvedEnv(spec, _REGISTRY[spec], "entry point")
+    if spec in gym.registry:
+        return ResolvedEnv(spec, None, "gymnasium")
+    if split_ref(spec) is not None:
+        target = import_ref(spec, search or [], what="env")
+        if not callable(target):
+            raise UserError(f"env '{spec}' is not a class or function", "point env: at an env class")
+        if spec in _REGISTRY:  # importing the module may have registered it
+            return ResolvedEnv(spec, _REGISTRY[spec], "registered")
+        return ResolvedEnv(spec, EnvFactory(target, spec), "import path")
+    known = list(_REGISTRY) + list(gym.registry)
+    hint = closest(spec, known)
+    raise UserError(
+        f"unknown env '{spec}'",
+        f"did you mean {', '.join(hint)}?" if hint else "use a gymnasium id, a registered id or module.Class",
+    )

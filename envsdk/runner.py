@@ -1,0 +1,191 @@
+"""Run experiments through Ray Tune and report what came out.
+
+This is the experiment manager behind ``train.py``: it turns each
+:class:`~envsdk.experiment.Experiment` plus its built config into a Tune run
+(stop criteria, checkpoints, scheduler, search), shows the progress line,
+and at the end prints the best checkpoint and writes a reward-curve PNG.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+from envsdk.config import BuiltConfig
+from envsdk.errors import UserError
+from envsdk.experiment import Experiment
+from envsdk.plots import plot_reward_curve
+from envsdk.progress import RETURN, ProgressLine, fmt_duration, lookup
+
+DEFAULT_STORAGE = Path("~/ray_results").expanduser()
+
+
+@dataclass
+class Outcome:
+    """What one experiment produced."""
+
+    name: str
+    experiment_dir: Path
+    trial_dir: Path | None
+    best_checkpoint: Path | None
+    best_return: float | None
+    steps: int
+    seconds: float
+    plot: Path | None
+    errors: list[str]
+
+
+def restore_state(*, algorithm: Any, path: str, **_: Any) -> None:
+    """``on_algorithm_init`` hook for --restore: start from a checkpoint's state."""
+    algorithm.restore_from_path(path)
+
+
+def _scheduler(spec: dict[str, Any] | None, metric: str, mode: str) -> Any:
+    if not spec:
+        return None
+    spec = dict(spec)
+    kind = str(spec.pop("type", "")).lower()
+    spec.setdefault("metric", metric)
+    spec.setdefault("mode", mode)
+    from ray.tune import schedulers
+
+    kinds = {
+        "asha": schedulers.ASHAScheduler,
+        "async_hyperband": schedulers.ASHAScheduler,
+        "hyperband": schedulers.HyperBandScheduler,
+        "median": schedulers.MedianStoppingRule,
+        "median_stopping_rule": schedulers.MedianStoppingRule,
+        "pbt": schedulers.PopulationBasedTraining,
+        "fifo": schedulers.FIFOScheduler,
+    }
+    if kind not in kinds:
+        raise UserError(f"unknown scheduler type '{kind}'", f"use one of: {', '.join(kinds)}")
+    if kind == "pbt":
+        from envsdk.config import _search_space
+
+        mutations = spec.get("hyperparam_mutations", {})
+        spec["hyperparam_mutations"] = {
+            k: (_search_space(v) if _search_space(v) is not None else v) for k, v in mutations.items()
+        }
+    if kind == "fifo":
+        spec = {}
+    try:
+        return kinds[kind](**spec)
+    except TypeError as err:
+        raise UserError(f"scheduler '{kind}': {err}", "check the scheduler's settings") from err
+
+
+def run_experiment(
+    exp: Experiment,
+    built: BuiltConfig,
+    *,
+    storage_path: str | None = None,
+    resume: bool = False,
+    restore: str | None = None,
+) -> Outcome:
+    """Train one experiment to its stop criteria; returns where things landed."""
+    storage = Path(storage_path or exp.storage_path or DEFAULT_STORAGE).expanduser().resolve()
+    exp_dir = storage / exp.name
+    score = exp.checkpoint_score_attr
+    order = "min" if score and score.startswith("min-") else "max"
+    score_attr = score.removeprefix("min-").removeprefix("max-") if score else None
+    if restore:
+        if not Path(restore).exists():
+            raise UserError(f"--restore: no checkpoint at {restore}", "pass a checkpoint folder")
+        built.config.callbacks(
+            on_algorithm_init=functools.partial(restore_state, path=str(Path(restore).resolve()))
+        )
+    checkpoint_config = tune.CheckpointConfig(
+        num_to_keep=exp.keep_checkpoints_num,
+        checkpoint_score_attribute=score_attr,
+        checkpoint_score_order=order,
+        checkpoint_frequency=exp.checkpoint_freq,
+        checkpoint_at_end=exp.checkpoint_at_end,
+    )
+    run_config = tune.RunConfig(
+        name=exp.name,
+        storage_path=str(storage),
+        stop=exp.stop or None,
+        checkpoint_config=checkpoint_config,
+        failure_config=tune.FailureConfig(max_failures=exp.max_failures),
+        callbacks=[ProgressLine(exp.name, exp.stop)],
+        verbose=0,
+    )
+    metric = score_attr or RETURN
+    tune_config = tune.TuneConfig(
+        num_samples=exp.num_samples, scheduler=_scheduler(exp.scheduler, metric, order)
+    )
+    if resume and tune.Tuner.can_restore(str(exp_dir)):
+        tuner = tune.Tuner.restore(
+            str(exp_dir), trainable=built.algo_class, resume_unfinished=True, resume_errored=True
+        )
+    else:
+        if resume:
+            print(f"nothing to resume in {exp_dir}; starting a new run")
+        tuner = tune.Tuner(
+            built.algo_class,
+            param_space=built.param_space(),
+            tune_config=tune_config,
+            run_config=run_config,
+        )
+    grid = tuner.fit()
+    return summarise(exp, exp_dir, grid, metric, order)
+
+
+def summarise(exp: Experiment, exp_dir: Path, grid: Any, metric: str, mode: str) -> Outcome:
+    errors = [f"{r.path}: {r.error}" for r in grid if r.error is not None]
+    best = None
+    candidates = [r for r in grid if r.metrics and _finite(lookup(r.metrics, metric))]
+    if candidates:
+        best = (max if mode == "max" else min)(candidates, key=lambda r: lookup(r.metrics, metric))
+    elif len(grid):
+        best = grid[0]
+    trial_dir = Path(best.path) if best is not None else None
+    checkpoint = _best_checkpoint(best, metric, mode) if best is not None else None
+    metrics = best.metrics if best is not None and best.metrics else {}
+    ret = lookup(metrics, RETURN)
+    plot = plot_reward_curve(trial_dir, exp.name) if trial_dir else None
+    return Outcome(
+        name=exp.name,
+        experiment_dir=exp_dir,
+        trial_dir=trial_dir,
+        best_checkpoint=checkpoint,
+        best_return=float(ret) if _finite(ret) else None,
+        steps=int(lookup(metrics, "num_env_steps_sampled_lifetime") or 0),
+        seconds=float(metrics.get("time_total_s") or 0.0),
+        plot=plot,
+        errors=errors,
+    )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not math.isnan(value)
+
+
+def _best_checkpoint(result: Any, metric: str, mode: str) -> Path | None:
+    pairs = [(c, m) for c, m in (result.best_checkpoints or []) if c is not None]
+    scored = [(c, lookup(m, metric)) for c, m in pairs]
+    scored = [(c, v) for c, v in scored if _finite(v)]
+    if scored:
+        pick = (max if mode == "max" else min)(scored, key=lambda cv: cv[1])[0]
+        return Path(pick.path)
+    return Path(result.checkpoint.path) if result.checkpoint else None
+
+
+def print_summary(out: Outcome) -> None:
+    ret = f"{out.best_return:.1f}" if out.best_return is not None else "-"
+    print(f"done: {out.name}: return {ret} after {out.steps:,} env steps ({fmt_duration(out.seconds)})")
+    if out.best_checkpoint:
+        print(f"  best checkpoint: {out.best_checkpoint}")
+        print(f"  evaluate it:     python rollout.py {out.best_checkpoint} --episodes 5")
+    if out.plot:
+        print(f"  reward curve:    {out.plot}")
+    if out.trial_dir:
+        print(f"  results:         {out.trial_dir}")
+    for err in out.errors:
+        print(f"  trial failed:    {err}")

@@ -1,0 +1,96 @@
+"""Shared fixtures: one Ray head for the whole session, and a train.py runner.
+
+Every training test runs ``train.py`` as a real subprocess that joins the
+session's Ray head with ``--ray-address`` (so each test pays no Ray start-up
+and the cluster-join path is exercised on every run).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+# The test cluster lives on loopback only; token auth would need a shared token
+# file between the head and every train.py subprocess, which tests do not test.
+os.environ["RAY_AUTH_MODE"] = "disabled"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def ray_address(tmp_path_factory) -> str:
+    """Start ``ray start --head --block`` once; end its process group afterwards."""
+    port = free_port()
+    temp = Path("/tmp") / f"envsdk-ray-{os.getpid()}"
+    ray_bin = Path(sys.executable).parent / "ray"
+    proc = subprocess.Popen(
+        [str(ray_bin), "start", "--head", "--block", f"--port={port}", "--num-cpus=4", "--node-ip-address=127.0.0.1",
+         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    address = f"127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.5)
+    else:
+        os.killpg(proc.pid, signal.SIGKILL)
+        pytest.fail("ray head did not start")
+    time.sleep(2)
+    yield address
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def run_train(args: list[str], cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+@pytest.fixture
+def train(ray_address, tmp_path):
+    """Run train.py joined to the session's Ray; results go to tmp_path/results."""
+
+    def _train(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
+        out = run_train(
+            [*args, "--ray-address", ray_address, "--local-dir", str(tmp_path / "results")],
+            cwd=cwd, timeout=timeout,
+        )
+        if out.returncode != 0:
+            print(out.stdout[-4000:], out.stderr[-4000:])
+        return out
+
+    _train.results = tmp_path / "results"
+    return _train
+
+
+def trial_dirs(results: Path) -> list[Path]:
+    return sorted(p.parent for p in results.glob("*/*/progress.csv"))
+
+
+def progress_rows(trial: Path) -> list[dict]:
+    import csv
+
+    with (trial / "progress.csv").open() as fh:
+        return list(csv.DictReader(fh))
