@@ -28,7 +28,8 @@ def to_gymnasium_space(space: Any) -> gym.Space:
         return space
     kind = type(space).__name__
     if kind == "Box":
-        return gym.spaces.Box(space.low, space.high, shape=space.shape, dtype=space.dtype)
+        low, high = (np.asarray(b, dtype=space.dtype) for b in (space.low, space.high))
+        return gym.spaces.Box(low, high, shape=space.shape, dtype=space.dtype)
     if kind == "Discrete":
         return gym.spaces.Discrete(int(space.n), start=int(getattr(space, "start", 0)))
     if kind == "MultiDiscrete":

@@ -115,11 +115,10 @@ def _extract_search_spaces(values: dict, prefix: tuple = ()) -> dict[tuple, Any]
     for key, value in list(values.items()):
         domain = _search_space(value)
         if domain is not None:
-            found[prefix + (key,)] = domain
-            op, arg = next(iter(value.items()))
-            values[key] = arg[0]
-        elif isinstance(value, dict) and key not in ("env_config",):
-            found.update(_extract_search_spaces(value, prefix + (key,)))
+            found[(*prefix, key)] = domain
+            values[key] = next(iter(value.values()))[0]
+        elif isinstance(value, dict) and key != "env_config":
+            found.update(_extract_search_spaces(value, (*prefix, key)))
     return found
 
 
@@ -247,7 +246,8 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
 
     config: AlgorithmConfig = algo_class.get_default_config()
     if model.old_stack:
-        notice(f"custom_model '{model.old_stack_model['custom_model']}' is a ModelV2: using RLlib's old API stack")
+        name = model.old_stack_model["custom_model"]
+        notice(f"custom_model '{name}' is a ModelV2: using RLlib's old API stack")
         config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
     try:
         config.update_from_dict(values)
@@ -260,9 +260,7 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
             config.rl_module(model_config=model.model_config)
         if curriculum:
             import_ref(str(curriculum), paths, what="curriculum function")  # fail early
-            hook = functools.partial(
-                apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths]
-            )
+            hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths])
             config.callbacks(on_train_result=hook)
         config.validate()
     except UserError:

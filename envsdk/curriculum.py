@@ -37,7 +37,10 @@ def task_settable_envs(env_runner: Any) -> list[tuple[TaskSettable, int]]:
     env = getattr(env_runner, "env", None)
     if env is None:
         return []
-    subs = getattr(env, "envs", None) or [env]
+    # Single-agent runners hold a gymnasium vector env (behind vector wrappers):
+    # its sub-envs are in .unwrapped.envs; multi-agent runners hold one env.
+    base = getattr(env, "unwrapped", env)
+    subs = getattr(base, "envs", None) or [base]
     found = []
     for index, sub in enumerate(subs):
         inner = getattr(sub, "unwrapped", sub)

@@ -28,7 +28,7 @@ def mismatch(value: Any, space: gym.Space) -> str | None:
     try:
         if space.contains(value):
             return None
-    except Exception as err:  # noqa: BLE001 - contains() of odd values may raise anything
+    except Exception as err:
         return f"{type(err).__name__}: {err}"
     if isinstance(space, gym.spaces.Box):
         arr = np.asarray(value)
@@ -155,7 +155,7 @@ def _run_external(report: CheckReport, label: str, fn: Any) -> None:
         warnings.simplefilter("always")
         try:
             fn()
-        except Exception as err:  # noqa: BLE001 - report any checker failure as a problem
+        except Exception as err:
             report.problems.append(f"{label}: {type(err).__name__}: {str(err).splitlines()[0]}")
             return
     report.warnings += [f"{label}: {w.message}" for w in caught if "deprecat" not in str(w.message)]
@@ -164,6 +164,7 @@ def _run_external(report: CheckReport, label: str, fn: Any) -> None:
 
 def check_env(resolved: ResolvedEnv, env_config: dict, steps: int = 2000) -> CheckReport:
     """The ``python -m envsdk check`` verdict for one env."""
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
     from ray.rllib.utils.pre_checks.env import check_multiagent_environments
 
     report = CheckReport(resolved.name)
@@ -176,15 +177,14 @@ def check_env(resolved: ResolvedEnv, env_config: dict, steps: int = 2000) -> Che
         _run_external(
             report,
             "gymnasium checker",
-            lambda: gym.utils.env_checker.check_env(checked.unwrapped, skip_render_check=True),
+            lambda: gymnasium_check_env(checked.unwrapped, skip_render_check=True),
         )
         checked.close()
 
     first, _ = env.reset(seed=123)
     again, _ = env.reset(seed=123)
     same = all(
-        np.array_equal(np.asarray(a), np.asarray(b))
-        for a, b in zip(_flat(first), _flat(again), strict=False)
+        np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(_flat(first), _flat(again), strict=False)
     )
     (report.passed if same else report.warnings).append(
         "reset(seed=123) twice gives the same observation"

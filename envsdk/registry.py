@@ -45,9 +45,11 @@ class EnvFactory:
         self.max_episode_steps = max_episode_steps
 
     def __call__(self, env_config: dict | None = None) -> Any:
-        env = self.target(env_config if env_config is not None else {}) if _takes_argument(
-            self.target
-        ) else self.target()
+        env = (
+            self.target(env_config if env_config is not None else {})
+            if _takes_argument(self.target)
+            else self.target()
+        )
         if needs_adapter(env):
             notice(f"env '{self.name}' uses the old gym API (reset -> obs, step -> 4-tuple); adapting it")
             env = LegacyGymAdapter(env)
@@ -61,9 +63,7 @@ def _takes_argument(target: Callable[..., Any]) -> bool:
         params = inspect.signature(target).parameters.values()
     except (TypeError, ValueError):
         return True
-    return any(
-        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
-    )
+    return any(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params)
 
 
 def register(env_id: str, *, max_episode_steps: int | None = None) -> Callable:

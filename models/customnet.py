@@ -17,13 +17,23 @@ ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
 class CustomModel(TorchModelV2, nn.Module):
     """Separate policy and value MLPs."""
 
-    def __init__(self, obs_space, action_space, num_outputs, model_config, name,
-                 hidden_size: int = 64, activation: str = "tanh"):
+    def __init__(
+        self,
+        obs_space,
+        action_space,
+        num_outputs,
+        model_config,
+        name,
+        hidden_size: int = 64,
+        activation: str = "tanh",
+    ):
         TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
         nn.Module.__init__(self)
         inputs = int(np.prod(obs_space.shape))
         act = ACTIVATIONS[activation]
-        self.policy = nn.Sequential(nn.Linear(inputs, hidden_size), act(), nn.Linear(hidden_size, num_outputs))
+        self.policy = nn.Sequential(
+            nn.Linear(inputs, hidden_size), act(), nn.Linear(hidden_size, num_outputs)
+        )
         self.value = nn.Sequential(nn.Linear(inputs, hidden_size), act(), nn.Linear(hidden_size, 1))
         self._features: torch.Tensor | None = None
 

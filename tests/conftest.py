@@ -37,9 +37,21 @@ def ray_address(tmp_path_factory) -> str:
     temp = Path("/tmp") / f"envsdk-ray-{os.getpid()}"
     ray_bin = Path(sys.executable).parent / "ray"
     proc = subprocess.Popen(
-        [str(ray_bin), "start", "--head", "--block", f"--port={port}", "--num-cpus=4", "--node-ip-address=127.0.0.1",
-         "--include-dashboard=false", "--disable-usage-stats", f"--temp-dir={temp}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+        [
+            str(ray_bin),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            "--num-cpus=4",
+            "--node-ip-address=127.0.0.1",
+            "--include-dashboard=false",
+            "--disable-usage-stats",
+            f"--temp-dir={temp}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
     )
     address = f"127.0.0.1:{port}"
     deadline = time.time() + 60
@@ -64,7 +76,10 @@ def ray_address(tmp_path_factory) -> str:
 def run_train(args: list[str], cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=cwd, capture_output=True, text=True, timeout=timeout,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -75,7 +90,8 @@ def train(ray_address, tmp_path):
     def _train(*args: str, cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
         out = run_train(
             [*args, "--ray-address", ray_address, "--local-dir", str(tmp_path / "results")],
-            cwd=cwd, timeout=timeout,
+            cwd=cwd,
+            timeout=timeout,
         )
         if out.returncode != 0:
             print(out.stdout[-4000:], out.stderr[-4000:])

@@ -13,9 +13,16 @@ CONFIGS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml"))
 
 
 def test_every_config_is_covered():
-    assert {"cartpole-ppo.yaml", "cartpole-dqn.yaml", "custom-env.yaml", "curriculum.yaml",
-            "tune-search.yaml", "custom-model-modelv2.yaml", "custom-model-rlmodule.yaml",
-            "action-mask.yaml"} <= set(CONFIGS)
+    assert {
+        "cartpole-ppo.yaml",
+        "cartpole-dqn.yaml",
+        "custom-env.yaml",
+        "curriculum.yaml",
+        "tune-search.yaml",
+        "custom-model-modelv2.yaml",
+        "custom-model-rlmodule.yaml",
+        "action-mask.yaml",
+    } <= set(CONFIGS)
 
 
 @pytest.mark.parametrize("name", CONFIGS)
@@ -42,8 +49,8 @@ def test_config_trains(train, name):
 
 def test_checkpoint_loads_and_acts(train):
     import numpy as np
-    from ray.rllib.core.rl_module.rl_module import RLModule
     import torch
+    from ray.rllib.core.rl_module.rl_module import RLModule
 
     out = train("-f", "configs/cartpole-ppo.yaml", "--stop-iters", "1")
     assert out.returncode == 0

@@ -39,7 +39,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-freq", type=int, help="checkpoint every N iterations")
     p.add_argument("--checkpoint-at-end", action="store_true", default=None)
     p.add_argument("--keep-checkpoints-num", type=int, help="keep the best N checkpoints")
-    p.add_argument("--checkpoint-score-attr", help="metric ranking checkpoints (min- prefix: lower is better)")
+    p.add_argument(
+        "--checkpoint-score-attr", help="metric ranking checkpoints (min- prefix: lower is better)"
+    )
     p.add_argument("--stop-iters", type=int)
     p.add_argument("--stop-timesteps", type=int)
     p.add_argument("--stop-reward", type=float)
@@ -48,7 +50,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--num-gpus", type=float, help="GPUs for the learner")
     p.add_argument("--seed", type=int)
     p.add_argument("--framework", help="only 'torch' (RLlib 2.60 dropped TensorFlow)")
-    p.add_argument("--ray-address", "--ip-head", dest="ray_address", help="join this Ray cluster ('auto': $RAY_ADDRESS)")
+    p.add_argument(
+        "--ray-address", "--ip-head", dest="ray_address", help="join this Ray cluster ('auto': $RAY_ADDRESS)"
+    )
     p.add_argument("--redis-password", help="ignored: Ray 2 has no Redis password")
     p.add_argument("--ray-num-cpus", type=int)
     p.add_argument("--ray-num-gpus", type=int)
@@ -79,7 +83,9 @@ def parse_overrides(extra: list[str]) -> dict[str, Any]:
 def _merge(base: dict, extra: dict) -> dict:
     out = dict(base)
     for key, value in extra.items():
-        out[key] = _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        out[key] = (
+            _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+        )
     return out
 
 
@@ -89,7 +95,9 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
     if args.config_file:
         experiments = load_experiments(args.config_file)
     elif args.run and args.env:
-        experiments = [Experiment(name=f"{args.run}_{args.env}", run=args.run, env=args.env, config=LineDict())]
+        experiments = [
+            Experiment(name=f"{args.run}_{args.env}", run=args.run, env=args.env, config=LineDict())
+        ]
     else:
         raise UserError("nothing to train", "pass -f config.yaml (or both --run and --env)")
     flag_config: dict[str, Any] = {}
@@ -101,7 +109,10 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
         flag_config["seed"] = args.seed
     if args.local_mode:
         flag_config.update(num_env_runners=0, evaluation_num_env_runners=0)
-        notice("--local-mode: sampling in the training process (Ray 2 has no local_mode; use RAY_DEBUG=1 for breakpoints)")
+        notice(
+            "--local-mode: sampling in the training process "
+            "(Ray 2 has no local_mode; use RAY_DEBUG=1 for breakpoints)"
+        )
     for exp in experiments:
         exp.run = args.run or exp.run
         exp.env = args.env or exp.env
@@ -127,7 +138,8 @@ def dry_run(exp: Any, built: Any) -> None:
     changed = {
         k: v
         for k, v in resolved.items()
-        if not k.startswith("_") and k not in ("env", "callbacks_on_train_result", "callbacks_on_algorithm_init")
+        if not k.startswith("_")
+        and k not in ("env", "callbacks_on_train_result", "callbacks_on_algorithm_init")
         and repr(v) != repr(defaults.get(k))
     }
     doc = {
@@ -148,7 +160,9 @@ def main(argv: list[str]) -> int:
     args, extra = parser().parse_known_args(argv)
     overrides = parse_overrides(extra)
     if args.framework and args.framework != "torch":
-        raise UserError(f"--framework {args.framework} is not supported", "RLlib 2.60 is torch-only: drop the flag")
+        raise UserError(
+            f"--framework {args.framework} is not supported", "RLlib 2.60 is torch-only: drop the flag"
+        )
     if args.redis_password:
         notice("--redis-password is ignored: Ray 2 clusters need no Redis password")
     experiments = load(args, overrides)
@@ -176,7 +190,9 @@ def main(argv: list[str]) -> int:
     failed = False
     for exp, b in zip(experiments, built, strict=True):
         check_gpus(b.config)
-        outcome = run_experiment(exp, b, storage_path=args.storage_path, resume=args.resume, restore=args.restore)
+        outcome = run_experiment(
+            exp, b, storage_path=args.storage_path, resume=args.resume, restore=args.restore
+        )
         print_summary(outcome)
         failed |= bool(outcome.errors)
     return 1 if failed else 0

@@ -1,0 +1,120 @@
+"""User mistakes exit with status 2 and a short message naming the problem and the fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from envsdk.cli.train import main
+from envsdk.errors import run_cli
+from tests.conftest import ROOT
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def run(argv, capsys):
+    code = run_cli(main, [*argv, "--dry-run"])
+    err = capsys.readouterr().err
+    return code, [ln for ln in err.splitlines() if not ln.startswith("notice:")]
+
+
+CASES = {
+    "bad-yaml": ("exp:\n  run: PPO\n  env: CartPole-v1\n   config: {lr: 1}\n", ["invalid YAML", "bad.yaml:"]),
+    "unknown-key": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config:\n    num_env_runners: 0\n    lrr: 0.1\n",
+        ["unknown config key 'lrr'", "bad.yaml:6", "'lr'"],
+    ),
+    "unknown-exp-key": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  stopp: {}\n",
+        ["unknown experiment key 'stopp'", "'stop'"],
+    ),
+    "unknown-algo": ("exp:\n  run: PPPO\n  env: CartPole-v1\n", ["unknown algorithm 'run: PPPO'", "PPO"]),
+    "algo-case": ("exp:\n  run: ppo\n  env: CartPole-v1\n", ["did you mean 'PPO'"]),
+    "no-module": ("exp:\n  run: PPO\n  env: nosuch_module.Env\n", ["cannot import env", "nosuch_module"]),
+    "unknown-env": ("exp:\n  run: PPO\n  env: CartPol-v1\n", ["unknown env 'CartPol-v1'", "CartPole-v1"]),
+    "missing-model": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config:\n    model: {custom_model: nosuchnet}\n",
+        ["custom_model 'nosuchnet'", "customnet", "tinynet"],
+    ),
+    "bad-model-option": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config:\n    model:\n      custom_model: customnet\n"
+        "      custom_model_config: {hiden_size: 3}\n",
+        ["no option 'hiden_size'", "hidden_size"],
+    ),
+    "bad-rlmodule-option": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config:\n    model:\n      custom_model: tinynet\n"
+        "      custom_model_config: {hiden: 3}\n",
+        ["no option 'hiden'", "hidden"],
+    ),
+    "removed-key": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {horizon: 200}\n",
+        ["'horizon' was removed", "TimeLimit"],
+    ),
+    "tf": ("exp:\n  run: PPO\n  env: CartPole-v1\n  config: {framework: tf}\n", ["framework 'tf'", "torch"]),
+    "rllib-rejects": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {train_batch_size: 100, minibatch_size: 500}\n",
+        ["RLlib rejected the config"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_user_mistakes_exit_2(tmp_path, capsys, case):
+    text, expected = CASES[case]
+    code, lines = run(["-f", str(write(tmp_path, "bad.yaml", text))], capsys)
+    assert code == 2
+    assert 1 <= len(lines) <= 2, lines
+    message = "\n".join(lines)
+    for fragment in expected:
+        assert fragment in message, (fragment, message)
+    assert "Traceback" not in message
+
+
+def test_env_whose_spaces_do_not_match(tmp_path, capsys):
+    write(
+        tmp_path,
+        "wrong_env.py",
+        """
+        import numpy as np
+        from gymnasium import spaces
+        import envsdk
+
+        class Wrong(envsdk.Env):
+            def __init__(self, config=None):
+                super().__init__(config)
+                self.observation_space = spaces.Box(-1, 1, shape=(4,), dtype=np.float32)
+                self.action_space = spaces.Discrete(2)
+            def reset(self, *, seed=None, options=None):
+                return np.zeros(3, dtype=np.float32), {}
+            def step(self, action):
+                return np.zeros(3, dtype=np.float32), 0.0, True, False, {}
+    """,
+    )
+    cfg = write(tmp_path, "exp.yaml", "exp:\n  run: PPO\n  env: wrong_env.Wrong\n")
+    code, lines = run(["-f", str(cfg)], capsys)
+    assert code == 2
+    assert "reset() observation: shape (3,) but the space says (4,)" in lines[0]
+
+
+def test_cli_exit_code_and_debug_traceback(tmp_path):
+    cfg = write(tmp_path, "exp.yaml", "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {lrr: 1}\n")
+    cmd = [sys.executable, str(ROOT / "train.py"), "-f", str(cfg), "--dry-run"]
+    plain = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert plain.returncode == 2
+    assert "Traceback" not in plain.stderr and "unknown config key 'lrr'" in plain.stderr
+    debug = subprocess.run([*cmd, "--debug"], capture_output=True, text=True, cwd=tmp_path)
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def test_unknown_flag_and_missing_file(capsys):
+    assert run_cli(main, ["-f", "nope.yaml"]) == 2
+    assert "config file not found: nope.yaml" in capsys.readouterr().err
+    assert run_cli(main, ["-f", "configs/cartpole-ppo.yaml", "--bogus=1"]) == 2
+    assert "unknown argument '--bogus=1'" in capsys.readouterr().err
