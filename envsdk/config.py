@@ -12,8 +12,9 @@ Every config key a YAML file may hold is handled in this module:
   (:mod:`envsdk.plugins`); other ``model`` keys become the new stack's
   ``model_config``;
 * ``curriculum: module.fn`` installs :func:`envsdk.curriculum.apply_curriculum`;
-* ``multiagent: {policies, policy_mapping_fn, ...}`` (Ray 1.x) is flattened
-  and a ``policy_mapping_fn`` given as an import path is imported.
+* ``policies`` (a list of ids), ``policy_mapping_fn`` (an import path) and
+  ``policies_to_train`` go to ``config.multi_agent``; the Ray 1.x
+  ``multiagent: {...}`` sub-dict is flattened into them.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ SEARCH_SPACES = {
 EXTRA_KEYS = {"curriculum", "model_config", "lambda_", "env", "env_config", "multiagent"}
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MASKABLE_ALGOS = {"PPO"}
+MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
 
 
 def algorithm_class(run: str) -> type:
@@ -239,9 +241,12 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
 
     model = _model_settings(values, info, exp.run, search_path(exp.base_dir), raw.where("model"))
     curriculum = values.pop("curriculum", None)
-    mapping = values.get("policy_mapping_fn")
-    if isinstance(mapping, str):
-        values["policy_mapping_fn"] = import_ref(mapping, paths, what="policy_mapping_fn")
+    multi_agent = {k: values.pop(k) for k in MULTI_AGENT_KEYS if k in values}
+    if isinstance(multi_agent.get("policy_mapping_fn"), str):
+        ref = multi_agent["policy_mapping_fn"]
+        multi_agent["policy_mapping_fn"] = import_ref(ref, paths, what="policy_mapping_fn")
+    if isinstance(multi_agent.get("policies"), list):
+        multi_agent["policies"] = set(multi_agent["policies"])
     values.setdefault("log_level", "ERROR")
 
     config: AlgorithmConfig = algo_class.get_default_config()
@@ -252,6 +257,8 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
     try:
         config.update_from_dict(values)
         config.environment(env=resolved.name, env_config=env_config)
+        if multi_agent:
+            config.multi_agent(**multi_agent)
         if model.old_stack:
             config.training(model=model.old_stack_model)
         if model.module_class is not None:

@@ -182,7 +182,6 @@ def print_summary(out: Outcome) -> None:
     print(f"done: {out.name}: return {ret} after {out.steps:,} env steps ({fmt_duration(out.seconds)})")
     if out.best_checkpoint:
         print(f"  best checkpoint: {out.best_checkpoint}")
-        print(f"  evaluate it:     python rollout.py {out.best_checkpoint} --episodes 5")
     if out.plot:
         print(f"  reward curve:    {out.plot}")
     if out.trial_dir:

@@ -41,6 +41,10 @@ def test_config_trains(train, name):
         result_lines = (trial / "result.json").read_text().splitlines()
         assert json.loads(result_lines[-1])["training_iteration"] == len(rows)
         assert list(trial.glob("events.out.tfevents*")), "no TensorBoard events"
+    if name == "multi-agent.yaml":  # one policy per runner, each with its own returns
+        columns = progress_rows(trials[0])[-1].keys()
+        for policy in ("policy_0", "policy_1"):
+            assert any(c == f"env_runners/module_episode_returns_mean/{policy}" for c in columns), columns
     if name == "tune-search.yaml":
         assert len(trials) == 2
         lrs = sorted(json.loads((t / "params.json").read_text())["lr"] for t in trials)

@@ -130,13 +130,25 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
     return experiments
 
 
+def _plain(value: Any) -> Any:
+    """YAML-printable form of a config value (callables and classes by name)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    name = getattr(value, "__qualname__", None)
+    return f"{value.__module__}.{name}" if name else repr(value)
+
+
 def dry_run(exp: Any, built: Any) -> None:
     import yaml
 
     defaults = built.algo_class.get_default_config().to_dict()
     resolved = built.config.to_dict()
     changed = {
-        k: v
+        k: _plain(v)
         for k, v in resolved.items()
         if not k.startswith("_")
         and k not in ("env", "callbacks_on_train_result", "callbacks_on_algorithm_init")
@@ -149,7 +161,7 @@ def dry_run(exp: Any, built: Any) -> None:
             "stop": exp.stop,
             "checkpoint_freq": exp.checkpoint_freq,
             "checkpoint_at_end": exp.checkpoint_at_end,
-            "search_space": {"/".join(k): repr(v) for k, v in built.search_space.items()},
+            "search_space": {"/".join(k): str(v) for k, v in built.search_space.items()},
             "config (differs from RLlib defaults)": changed,
         }
     }
