@@ -69,8 +69,9 @@ def _scheduler(spec: dict[str, Any] | None, metric: str, mode: str) -> Any:
         from envsdk.config import _search_space
 
         mutations = spec.get("hyperparam_mutations", {})
+        domains = {k: _search_space(v) for k, v in mutations.items()}
         spec["hyperparam_mutations"] = {
-            k: (_search_space(v) if _search_space(v) is not None else v) for k, v in mutations.items()
+            k: v if domains[k] is None else domains[k] for k, v in mutations.items()
         }
     if kind == "fifo":
         spec = {}
