@@ -129,8 +129,10 @@ def resolve_env(spec: Any, search: list[Path] | None = None) -> ResolvedEnv:
         target = import_ref(spec, search or [], what="env")
         if not callable(target):
             raise UserError(f"env '{spec}' is not a class or function", "point env: at an env class")
-        if spec in _REGISTRY:  # importing the module may have registered it
-            return ResolvedEnv(spec, _REGISTRY[spec], "registered")
+        # Importing the module may have registered the target (with its step limit).
+        registered = next((f for f in _REGISTRY.values() if f.target is target), None)
+        if registered is not None:
+            return ResolvedEnv(spec, registered, "registered")
         return ResolvedEnv(spec, EnvFactory(target, spec), "import path")
     known = list(_REGISTRY) + list(gym.registry)
     hint = closest(spec, known)

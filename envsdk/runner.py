@@ -16,6 +16,7 @@ from typing import Any
 
 from ray import tune
 
+from envsdk.checkpoints import ManifestWriter
 from envsdk.config import BuiltConfig
 from envsdk.errors import UserError
 from envsdk.experiment import Experiment
@@ -38,6 +39,23 @@ class Outcome:
     seconds: float
     plot: Path | None
     errors: list[str]
+
+
+def _run_info(exp: Experiment, built: BuiltConfig, order: str) -> dict[str, Any]:
+    """What rollout.py needs to rebuild the env: recorded in every checkpoint's manifest."""
+    import ray
+
+    score = exp.checkpoint_score_attr
+    return {
+        "experiment": exp.name,
+        "algorithm": exp.run,
+        "env": built.env.name,
+        "config_file": str(Path(exp.source).resolve()) if exp.source else None,
+        "search_paths": [str(p) for p in built.search_paths],
+        "score_attr": score.removeprefix("min-").removeprefix("max-") if score else None,
+        "score_mode": order,
+        "ray_version": ray.__version__,
+    }
 
 
 def restore_state(*, algorithm: Any, path: str, **_: Any) -> None:
@@ -114,7 +132,10 @@ def run_experiment(
         stop=exp.stop or None,
         checkpoint_config=checkpoint_config,
         failure_config=tune.FailureConfig(max_failures=exp.max_failures),
-        callbacks=[ProgressLine(exp.name, exp.stop)],
+        callbacks=[
+            ProgressLine(exp.name, exp.stop),
+            ManifestWriter(_run_info(exp, built, order), score_attr),
+        ],
         verbose=0,
     )
     metric = score_attr or RETURN
@@ -183,6 +204,7 @@ def print_summary(out: Outcome) -> None:
     print(f"done: {out.name}: return {ret} after {out.steps:,} env steps ({fmt_duration(out.seconds)})")
     if out.best_checkpoint:
         print(f"  best checkpoint: {out.best_checkpoint}")
+        print(f"  evaluate it:     python rollout.py {out.best_checkpoint} --episodes 1")
     if out.plot:
         print(f"  reward curve:    {out.plot}")
     if out.trial_dir:

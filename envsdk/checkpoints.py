@@ -1,0 +1,176 @@
+"""Checkpoint manifests, integrity checks and finding the checkpoint a path means.
+
+Tune copies each checkpoint into the trial folder file by file, so a run
+killed mid-copy leaves a folder that looks complete but is not.  After a
+checkpoint has landed, :class:`ManifestWriter` writes ``envsdk_checkpoint.json``
+into it (to a temporary name, then an atomic rename): the size and SHA-256
+of every file, the result at that iteration and how the run was set up (the
+algorithm, the env reference and the folders its module was found in).  The
+manifest is the commit marker: :func:`verify` refuses a folder whose files
+do not match it, and :func:`locate` never picks a checkpoint without one when
+a complete one exists.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+from envsdk.errors import UserError
+from envsdk.notices import notice
+from envsdk.progress import RETURN, STEPS, lookup
+
+MANIFEST = "envsdk_checkpoint.json"
+RLLIB_MARKER = "rllib_checkpoint.json"
+FORMAT = 1
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_manifest(folder: Path, run: dict[str, Any], result: dict[str, Any]) -> Path:
+    """Record every file of ``folder`` plus ``run`` and ``result``; atomic."""
+    files = {
+        str(p.relative_to(folder)): {"size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST and not p.name.startswith(f".{MANIFEST}")
+    }
+    doc = {"format": FORMAT, "run": run, "result": result, "files": files}
+    tmp = folder / f".{MANIFEST}.tmp"
+    tmp.write_text(json.dumps(doc, indent=1, default=str))
+    os.replace(tmp, folder / MANIFEST)
+    return folder / MANIFEST
+
+
+def read_manifest(folder: Path) -> dict[str, Any] | None:
+    path = folder / MANIFEST
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"damaged checkpoint {folder}: {MANIFEST} is unreadable ({err})",
+                        "pick another checkpoint of the trial") from err
+
+
+def verify(folder: Path) -> dict[str, Any] | None:
+    """Check ``folder`` against its manifest; returns the manifest (None if it has none)."""
+    if not (folder / RLLIB_MARKER).is_file():
+        raise UserError(f"{folder} is not an RLlib checkpoint (no {RLLIB_MARKER})",
+                        "pass a checkpoint_NNNNNN folder, a trial folder or an experiment folder")
+    manifest = read_manifest(folder)
+    if manifest is None:
+        notice(f"{folder} has no {MANIFEST} (not written by train.py): its files cannot be verified")
+        return None
+    for name, want in manifest["files"].items():
+        path = folder / name
+        if not path.is_file():
+            raise UserError(f"damaged checkpoint {folder}: {name} is missing",
+                            "pick another checkpoint of the trial")
+        size = path.stat().st_size
+        if size != want["size"]:
+            raise UserError(
+                f"damaged checkpoint {folder}: {name} is {size} bytes, the manifest says {want['size']}"
+                + (" (truncated)" if size < want["size"] else ""),
+                "pick another checkpoint of the trial",
+            )
+        if _sha256(path) != want["sha256"]:
+            raise UserError(f"damaged checkpoint {folder}: {name} does not match its checksum",
+                            "pick another checkpoint of the trial")
+    return manifest
+
+
+class ManifestWriter(tune.Callback):
+    """Tune callback: write the manifest once a checkpoint is in its final folder."""
+
+    def __init__(self, run: dict[str, Any], score_attr: str | None):
+        self.run = run
+        self.score_attr = score_attr
+
+    def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
+        folder = Path(checkpoint.path)
+        if not folder.is_dir():  # remote storage: nothing local to describe
+            return
+        last = trial.last_result or {}
+        result = {
+            "training_iteration": last.get("training_iteration"),
+            RETURN: lookup(last, RETURN),
+            STEPS: lookup(last, STEPS),
+        }
+        if self.score_attr:
+            result[self.score_attr] = lookup(last, self.score_attr)
+        write_manifest(folder, {**self.run, "trial": trial.trial_id}, result)
+
+
+@dataclass
+class Located:
+    """The checkpoint a user's path stands for, and how it was picked."""
+
+    checkpoint: Path
+    why: str
+
+
+def _checkpoints(trial: Path) -> list[Path]:
+    return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir() and (p / RLLIB_MARKER).is_file())
+
+
+def _score(manifest: dict[str, Any] | None) -> tuple[str, float] | None:
+    """(attribute, value) to rank a checkpoint by: the run's score attribute, else the return."""
+    if manifest is None:
+        return None
+    attr = manifest["run"].get("score_attr") or RETURN
+    value = manifest["result"].get(attr)
+    if not isinstance(value, int | float) or math.isnan(value):
+        return None
+    return attr, float(value) if manifest["run"].get("score_mode", "max") == "max" else -float(value)
+
+
+def _best_in_trial(trial: Path) -> tuple[Path, float | None, str] | None:
+    found = _checkpoints(trial)
+    complete = [(c, read_manifest(c)) for c in found if (c / MANIFEST).is_file()]
+    if not found:
+        return None
+    if not complete:
+        return found[-1], None, "its latest checkpoint"
+    scored = [(c, _score(m)) for c, m in complete]
+    scored = [(c, s) for c, s in scored if s is not None]
+    if scored and complete[0][1]["run"].get("score_attr"):
+        best, (attr, value) = max(scored, key=lambda cs: cs[1][1])
+        return best, value, f"its best checkpoint by {attr}"
+    latest, manifest = complete[-1]
+    score = _score(manifest)
+    return latest, score[1] if score else None, "its latest checkpoint"
+
+
+def locate(path: str | Path) -> Located:
+    """Checkpoint folder, a file in one, a trial folder or an experiment folder -> checkpoint."""
+    given = Path(path).expanduser()
+    if not given.exists():
+        raise UserError(f"no such file or folder: {given}", "pass the checkpoint path train.py printed")
+    given = given.resolve()
+    if given.is_file():  # Ray 1.x paths end in checkpoint_N/checkpoint-N
+        given = given.parent
+    if (given / RLLIB_MARKER).is_file():
+        return Located(given, "checkpoint")
+    trial = _best_in_trial(given)
+    if trial is not None:
+        return Located(trial[0], f"{trial[2]} of trial {given.name}")
+    trials = [t for t in (_best_in_trial(d) for d in sorted(given.iterdir()) if d.is_dir()) if t]
+    if trials:
+        ranked = [t for t in trials if t[1] is not None]
+        best = max(ranked, key=lambda t: t[1]) if ranked else trials[-1]
+        return Located(best[0], f"{best[2]} of the best trial {best[0].parent.name}")
+    raise UserError(f"no checkpoint in {given}",
+                    "train with --checkpoint-at-end or --checkpoint-freq N, then pass that folder")

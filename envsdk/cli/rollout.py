@@ -1,0 +1,235 @@
+"""``python rollout.py CHECKPOINT --episodes 1``: evaluate, record, film and export a policy.
+
+CHECKPOINT is a checkpoint folder, a trial folder (its best checkpoint by the
+run's score attribute, else its latest) or an experiment folder (its best
+trial).  Flags follow Ray 1.x ``rollout.py`` / ``rllib evaluate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import logging
+import math
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from envsdk.errors import UserError, run_cli
+from envsdk.notices import notice
+from envsdk.yamlio import parse_scalar
+
+DEFAULT_OUT = "rollout.npz"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="rollout.py",
+        description="Evaluate a checkpoint written by train.py: returns, experience file, videos, ONNX.",
+    )
+    p.add_argument("checkpoint", help="checkpoint, trial or experiment folder")
+    p.add_argument("--run", help="algorithm; optional, must match the checkpoint's")
+    p.add_argument("--env", help="evaluate on this env instead of the training env")
+    p.add_argument("--env-config", help="env_config entries to override, as YAML/JSON: '{size: 9}'")
+    p.add_argument("--episodes", type=int, help="whole episodes to play (default 1)")
+    p.add_argument("--steps", type=int, help="env steps to play in total (the last episode may be cut)")
+    p.add_argument("--num-workers", type=int, default=0, help="parallel evaluation env runners")
+    p.add_argument("--num-gpus", type=float, default=0.0, help="GPUs for the evaluation workers")
+    p.add_argument("--explore", action=argparse.BooleanOptionalAction, default=False,
+                   help="sample actions as in training (default: deterministic, --no-explore)")
+    p.add_argument("--seed", type=int, help="seed the envs (and exploration)")
+    p.add_argument("--render", action="store_true", help="show the env's own window (render_mode human)")
+    p.add_argument("--out", help=f"experience file (.npz; default CHECKPOINT/{DEFAULT_OUT})")
+    p.add_argument("--no-out", action="store_true", help="write no experience file")
+    p.add_argument("--save-info", action="store_true", help="keep the env's info dicts in --out")
+    p.add_argument("--video", metavar="DIR", help="one MP4 per episode into DIR")
+    p.add_argument("--monitor", action="store_true", help="Ray 1.x name: --video CHECKPOINT/monitor")
+    p.add_argument("--export-onnx", metavar="FILE", help="write the policy network as ONNX")
+    p.add_argument("--ray-address", help="evaluate on this Ray cluster (with --num-workers)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.episodes is not None and args.steps is not None:
+        raise UserError("--episodes and --steps both given", "pass one: whole episodes, or a step budget")
+    for name in ("episodes", "steps", "num_workers"):
+        value = getattr(args, name)
+        if value is not None and value < (0 if name == "num_workers" else 1):
+            flag = "--" + name.replace("_", "-")
+            raise UserError(f"{flag} must be positive, got {value}", "pass a count >= 1")
+    if args.render and (args.video or args.monitor):
+        raise UserError("--render and --video cannot be combined", "film (--video) or watch (--render)")
+    if args.render and args.num_workers:
+        raise UserError("--render shows a window from this process", "drop --num-workers")
+    if args.out and not args.out.endswith(".npz"):
+        raise UserError(f"--out {args.out}: the experience file is a NumPy .npz archive",
+                        f"name it e.g. {Path(args.out).with_suffix('.npz').name}")
+
+
+def _env_config(text: str | None) -> dict[str, Any] | None:
+    if text is None:
+        return None
+    value = parse_scalar(text)
+    if not isinstance(value, dict):
+        raise UserError(f"--env-config must be a mapping, got {text!r}", "write --env-config '{size: 9}'")
+    return value
+
+
+def _split(total: int, parts: int) -> list[int]:
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, gpus: float) -> list:
+    """Run the episodes in this process, or spread over ``workers`` Ray actors."""
+    from envsdk.evaluation import Evaluator
+
+    if workers == 0:
+        counter = itertools.count(1)
+        evaluator = Evaluator(spec, 0, on_episode=lambda r: print_episode(next(counter), r))
+        try:
+            return evaluator.run(episodes, steps)
+        finally:
+            evaluator.close()
+    import ray
+
+    have = ray.cluster_resources().get("GPU", 0.0)
+    if gpus > have:
+        raise UserError(f"--num-gpus {gpus:g} but the Ray cluster has {have:g} GPU(s)", "lower --num-gpus")
+    remote = ray.remote(num_cpus=1, num_gpus=gpus / workers)(Evaluator)
+    shares = _split(episodes or steps or 1, workers)
+    actors = [remote.remote(spec, i + 1) for i, n in enumerate(shares) if n]
+    try:
+        futures = [
+            a.run.remote(n if episodes else None, None if episodes else n)
+            for a, n in zip(actors, [n for n in shares if n], strict=True)
+        ]
+        records = [r for batch in ray.get(futures) for r in batch]
+    finally:
+        for actor in actors:
+            ray.kill(actor)
+    for number, record in enumerate(records, start=1):
+        print_episode(number, record)
+    return records
+
+
+def print_episode(number: int, record: Any) -> None:
+    line = f"episode {number}: return {record.ret:.2f}, length {record.length}"
+    if len(record.agents) > 1 or "agent" not in record.agents:
+        line += " (" + ", ".join(f"{a} {t.ret:.2f}" for a, t in record.agents.items()) + ")"
+    if not record.complete:
+        line += " [cut by --steps]"
+    print(line, flush=True)
+
+
+def summary(records: list) -> str:
+    """Statistics over whole episodes (episodes cut by --steps are counted apart)."""
+
+    def stats(values: list[float]) -> str:
+        mean = sum(values) / len(values)
+        std = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+        return f"mean {mean:.2f}, std {std:.2f}, min {min(values):.2f}, max {max(values):.2f}"
+
+    whole = [r for r in records if r.complete]
+    cut = len(records) - len(whole)
+    note = f" (+{cut} cut by --steps)" if cut else ""
+    if not whole:
+        return f"0 whole episodes{note}: raise --steps for statistics"
+    returns = [r.ret for r in whole]
+    lengths = [float(r.length) for r in whole]
+    return f"{len(whole)} episodes{note} | return {stats(returns)} | length {stats(lengths)}"
+
+
+def _place_videos(records: list, folder: Path) -> None:
+    """Worker-numbered files -> episode_0001.mp4 ... in the printed order."""
+    for i, record in enumerate(records, start=1):
+        if record.video is not None and record.video.exists():
+            record.video = record.video.replace(folder / f"episode_{i:04d}.mp4")
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
+    _check_args(args)
+    for name in ("ray.rllib", "ray._common.deprecation"):  # RLlib's own deprecation chatter
+        logging.getLogger(name).setLevel(logging.ERROR)
+    from envsdk.checkpoints import locate
+    from envsdk.restore import load
+
+    found = locate(args.checkpoint)
+    print(f"checkpoint: {found.checkpoint} ({found.why})")
+    restored = load(found.checkpoint, args.run, args.env, _env_config(args.env_config))
+    print(f"policy: {restored.algorithm} on {restored.env.name}"
+          + (" (old API stack)" if not restored.new_stack else ""))
+
+    if args.export_onnx:
+        from envsdk.onnx_export import export
+
+        for pid, path in export(restored, Path(args.export_onnx).resolve()).items():
+            print(f"onnx: {path} (policy {pid}; checked against torch with onnxruntime)")
+        if args.episodes is None and args.steps is None:
+            return 0
+
+    video_dir = Path(args.video).resolve() if args.video else (
+        found.checkpoint / "monitor" if args.monitor else None
+    )
+    frames = _probe_frames(restored) if video_dir else None
+    workers = args.num_workers or (1 if args.num_gpus else 0)
+    if workers:
+        from envsdk.ray_session import start_ray
+
+        start_ray(args.ray_address, code_paths=[*restored.search_paths, Path.cwd()])
+    elif args.num_gpus:
+        notice("--num-gpus: evaluating on one Ray worker that holds the GPU")
+
+    from envsdk.evaluation import EvalSpec
+
+    staging = video_dir / ".staging" if video_dir else None
+    spec = EvalSpec(restored, args.explore, args.seed, staging, frames, args.render, workers,
+                    args.num_gpus / workers if workers else 0.0)
+    episodes = args.episodes if args.steps is None else None
+    records = evaluate(spec, workers, episodes or (None if args.steps else 1), args.steps, args.num_gpus)
+    if not records:
+        raise UserError("no episode finished", "raise --steps")
+    print(summary(records))
+
+    if video_dir:
+        _place_videos(records, video_dir)
+        shutil.rmtree(staging, ignore_errors=True)
+        print(f"videos: {video_dir} ({sum(r.video is not None for r in records)} MP4 files)")
+    if not args.no_out:
+        from envsdk import experience
+
+        out = Path(args.out).resolve() if args.out else found.checkpoint / DEFAULT_OUT
+        meta = {
+            "checkpoint": str(found.checkpoint),
+            "algorithm": restored.algorithm,
+            "env": restored.env.name,
+            "env_config": restored.env_config,
+            "explore": args.explore,
+            "seed": args.seed,
+            "multi_agent": restored.multi_agent,
+            "episodes": len(records),
+        }
+        experience.write(out, records, meta, args.save_info)
+        print(f"experience: {out} (numpy.load; keys epNNNN/AGENT/obs|actions|rewards|...)")
+    return 0
+
+
+def _probe_frames(restored: Any) -> tuple[str, tuple]:
+    """Where video frames come from, decided (or refused) before any episode runs."""
+    from envsdk.evaluation import EnvCreator, EvalSpec
+    from envsdk.recording import frame_source
+
+    env = EnvCreator(EvalSpec(restored), 0).make_plain(dict(restored.env_config), "rgb_array")
+    try:
+        spaces = env.observation_spaces if restored.multi_agent else {"agent": env.observation_space}
+        space = next(iter(spaces.values()))
+        env.reset(seed=0)
+        return frame_source(env, space)
+    finally:
+        env.close()
+
+
+def entry() -> None:
+    sys.exit(run_cli(main))

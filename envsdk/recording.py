@@ -1,0 +1,241 @@
+"""Episode videos: frames from an env's ``rgb_array`` render or its image observations.
+
+:func:`frame_source` decides, before any episode runs, where frames come from
+(and refuses envs that offer neither).  :class:`Recorder` collects the frames
+of one env instance (one on reset, one per step, so a video has length + 1
+frames) and writes one MP4 per episode with OpenCV.  :func:`wrap` puts a
+recorder around a single-agent (gymnasium) or multi-agent (RLlib) env.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from ray.rllib.env.multi_agent_env import MultiAgentEnv
+
+from envsdk.errors import UserError
+
+RENDER = "render"
+OBSERVATION = "observation"
+HUMAN = "human"
+MIN_SIDE = 256  # pixels; smaller frames are scaled up in videos
+
+
+def image_path(space: gym.Space) -> tuple | None:
+    """Key path to the first image-shaped part of an observation space, or None.
+
+    An image is a Box of rank 2 (grayscale/depth) or rank 3 with 1, 3 or 4
+    channels last, at least 8 pixels on each side.
+    """
+    if isinstance(space, gym.spaces.Box):
+        shape = space.shape
+        is_image = (len(shape) == 2 and min(shape) >= 8) or (
+            len(shape) == 3 and shape[-1] in (1, 3, 4) and min(shape[:2]) >= 8
+        )
+        return () if is_image else None
+    children = (
+        space.spaces.items()
+        if isinstance(space, gym.spaces.Dict)
+        else enumerate(space.spaces)
+        if isinstance(space, gym.spaces.Tuple)
+        else ()
+    )
+    for key, child in children:
+        sub = image_path(child)
+        if sub is not None:
+            return (key, *sub)
+    return None
+
+
+def _pick(obs: Any, path: tuple) -> Any:
+    for key in path:
+        obs = obs[key]
+    return obs
+
+
+def enable_rgb_render(env: Any) -> bool:
+    """Switch ``env`` to ``rgb_array`` rendering where it supports it."""
+    inner = env.unwrapped
+    if getattr(inner, "render_mode", None) == "rgb_array":
+        return True
+    if "rgb_array" in (getattr(inner, "metadata", None) or {}).get("render_modes", []):
+        inner.render_mode = "rgb_array"
+        return True
+    return False
+
+
+def frame_source(env: Any, observation_space: gym.Space) -> tuple[str, tuple]:
+    """(RENDER, ()) or (OBSERVATION, key path); a UserError when neither exists."""
+    if enable_rgb_render(env):
+        frame = env.render()
+        if isinstance(frame, np.ndarray) and frame.ndim in (2, 3):
+            return RENDER, ()
+    path = image_path(observation_space)
+    if path is not None:
+        return OBSERVATION, path
+    raise UserError(
+        f"--video: {type(env.unwrapped).__name__} has no rgb_array render and no image observation",
+        "add render_mode 'rgb_array' support (metadata['render_modes'] and render()) to the env",
+    )
+
+
+def to_bgr(frame: np.ndarray) -> np.ndarray:
+    """Any image array -> uint8 HxWx3 BGR for OpenCV; depth/one-channel -> grayscale."""
+    import cv2
+
+    img = np.asarray(frame)
+    if img.ndim == 3 and img.shape[-1] == 1:
+        img = img[..., 0]
+    if img.dtype != np.uint8:
+        img = img.astype(np.float32)
+        lo, hi = float(np.nanmin(img)), float(np.nanmax(img))
+        if lo >= 0.0 and hi <= 1.0:  # normalised image
+            img = img * 255.0
+        elif hi > lo:  # depth or other range: stretch to 0..255
+            img = (img - lo) * (255.0 / (hi - lo))
+        img = np.clip(np.nan_to_num(img), 0, 255).astype(np.uint8)
+    if img.ndim == 2:
+        return cv2.cvtColor(img, cv2.COLOR_GRAY2BGR)
+    if img.shape[-1] == 4:
+        return cv2.cvtColor(img, cv2.COLOR_RGBA2BGR)
+    return cv2.cvtColor(img, cv2.COLOR_RGB2BGR)
+
+
+def write_mp4(path: Path, frames: list[np.ndarray], fps: float) -> Path:
+    import cv2
+
+    first = to_bgr(frames[0])
+    scale = max(1, MIN_SIDE // min(first.shape[:2]))  # tiny observation images: blow up, blocky
+    height, width = first.shape[0] * scale, first.shape[1] * scale
+    tmp = path.with_name(f".{path.name}.part.mp4")
+    writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, height))
+    try:
+        for frame in frames:
+            img = to_bgr(frame)
+            if img.shape[:2] != (height, width):
+                img = cv2.resize(img, (width, height), interpolation=cv2.INTER_NEAREST)
+            writer.write(img)
+    finally:
+        writer.release()
+    tmp.replace(path)
+    return path
+
+
+class Recorder:
+    """Frames of one env instance; one MP4 per episode, ``{prefix}_{n:04d}.mp4``."""
+
+    def __init__(self, folder: Path, prefix: str, source: str, path: tuple = (), fps: float = 30.0):
+        self.folder = Path(folder)
+        self.prefix = prefix
+        self.source = source
+        self.path = path
+        self.fps = fps
+        self.frames: list[np.ndarray] = []
+        self.count = 0
+        self.written: list[Path] = []
+
+    def capture(self, env: Any, obs: Any) -> None:
+        if self.source == RENDER:
+            self.frames.append(np.asarray(env.render()).copy())
+        else:
+            self.frames.append(np.asarray(_pick(obs, self.path)).copy())
+
+    def flush(self) -> None:
+        """Write the episode so far (if it has stepped at all) and start a new one."""
+        if len(self.frames) > 1:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            name = self.folder / f"{self.prefix}_{self.count:04d}.mp4"
+            self.written.append(write_mp4(name, self.frames, self.fps))
+            self.count += 1
+        self.frames = []
+
+
+class RecordingEnv(gym.Wrapper):
+    """Single-agent env that records frames (or renders to a window)."""
+
+    def __init__(self, env: gym.Env, recorder: Recorder | None):
+        super().__init__(env)
+        self.recorder = recorder
+
+    def reset(self, **kwargs: Any):
+        obs, info = self.env.reset(**kwargs)
+        self._frame(obs, first=True)
+        return obs, info
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._frame(obs)
+        if (terminated or truncated) and self.recorder:
+            self.recorder.flush()
+        return obs, reward, terminated, truncated, info
+
+    def _frame(self, obs: Any, first: bool = False) -> None:
+        if self.recorder is None:
+            self.env.render()  # render_mode "human": draws a window
+            return
+        if first:
+            self.recorder.flush()
+        self.recorder.capture(self.env, obs)
+
+    def close(self) -> None:
+        if self.recorder:
+            self.recorder.flush()
+        super().close()
+
+
+class RecordingMultiAgentEnv(MultiAgentEnv):
+    """Multi-agent counterpart of :class:`RecordingEnv` (frames of the first agent's obs)."""
+
+    def __init__(self, env: MultiAgentEnv, recorder: Recorder | None):
+        self.env = env
+        self.recorder = recorder
+
+    # Spaces and agent lists are the wrapped env's, read live.
+    observation_spaces = property(lambda self: self.env.observation_spaces, lambda self, v: None)
+    action_spaces = property(lambda self: self.env.action_spaces, lambda self, v: None)
+    observation_space = property(lambda self: self.env.observation_space, lambda self, v: None)
+    action_space = property(lambda self: self.env.action_space, lambda self, v: None)
+    agents = property(lambda self: self.env.agents, lambda self, v: None)
+    possible_agents = property(lambda self: self.env.possible_agents, lambda self, v: None)
+    unwrapped = property(lambda self: self.env.unwrapped)
+    metadata = property(lambda self: self.env.metadata)
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        obs, infos = self.env.reset(seed=seed, options=options)
+        self._frame(obs, first=True)
+        return obs, infos
+
+    def step(self, action_dict: dict):
+        obs, rewards, terminateds, truncateds, infos = self.env.step(action_dict)
+        self._frame(obs)
+        if (terminateds.get("__all__") or truncateds.get("__all__")) and self.recorder:
+            self.recorder.flush()
+        return obs, rewards, terminateds, truncateds, infos
+
+    def _frame(self, obs: dict, first: bool = False) -> None:
+        if self.recorder is None:
+            self.env.render()
+            return
+        if first:
+            self.recorder.flush()
+        if self.recorder.source == RENDER or obs:
+            agent_obs = next(iter(obs.values())) if obs else None
+            self.recorder.capture(self.env, agent_obs)
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        if self.recorder:
+            self.recorder.flush()
+        self.env.close()
+
+
+def wrap(env: Any, recorder: Recorder | None) -> Any:
+    """Wrap a freshly made env (single- or multi-agent) with frame capture."""
+    if isinstance(env, MultiAgentEnv):
+        return RecordingMultiAgentEnv(env, recorder)
+    return RecordingEnv(env, recorder)

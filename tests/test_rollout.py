@@ -1,0 +1,271 @@
+"""rollout.py on real checkpoints: episodes, experience files, videos, ONNX, bad input.
+
+Each run under test is trained here by train.py (a few iterations, joined to
+the session's Ray head); rollout.py then runs as a real subprocess and its
+printed figures are checked against the files it wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, run_train
+
+EPISODE = re.compile(r"^episode (\d+): return (-?[\d.]+), length (\d+)(.*)$", re.M)
+
+
+@pytest.fixture(scope="module")
+def trained(ray_address, tmp_path_factory):
+    """name -> experiment folder, trained once for this module."""
+    root = tmp_path_factory.mktemp("rollout")
+    runs = {
+        "cartpole": ["-f", "configs/cartpole-ppo.yaml", "--stop-iters", "3", "--checkpoint-freq", "1"],
+        "pixels": ["-f", "configs/pixels.yaml", "--stop-iters", "1"],
+        "multi": ["-f", "configs/multi-agent.yaml", "--stop-iters", "1"],
+        "masked": ["-f", "configs/action-mask.yaml", "--stop-iters", "1"],
+        "modelv2": ["-f", "configs/custom-model-modelv2.yaml", "--stop-iters", "1"],
+        "pendulum": [
+            "--run", "PPO", "--env", "Pendulum-v1", "--stop-iters", "1",
+            "--config.num_env_runners=0", "--config.train_batch_size=400", "--config.minibatch_size=200",
+        ],
+    }
+    out = {}
+    for name, args in runs.items():
+        storage = root / name
+        done = run_train([*args, "--checkpoint-at-end", "--ray-address", ray_address,
+                          "--local-dir", str(storage)])
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        out[name] = next(p for p in storage.iterdir() if p.is_dir())
+    return out
+
+
+def rollout(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "rollout.py"), *map(str, args)],
+        cwd=cwd, capture_output=True, text=True, timeout=300,
+    )
+
+
+def episodes(stdout: str) -> list[tuple[float, int, str]]:
+    return [(float(r), int(n), rest) for _, r, n, rest in EPISODE.findall(stdout)]
+
+
+def checkpoint_of(stdout: str) -> Path:
+    return Path(re.search(r"^checkpoint: (\S+)", stdout, re.M).group(1))
+
+
+def test_episodes_and_experience_file(trained):
+    out = rollout(trained["cartpole"], "--episodes", "3", "--save-info", "--seed", "0")
+    assert out.returncode == 0, out.stderr
+    eps = episodes(out.stdout)
+    assert len(eps) == 3
+    assert re.search(r"^3 episodes \| return mean [\d.]+, std", out.stdout, re.M)
+    # An experiment folder means its best trial's latest checkpoint (no score attribute set).
+    ckpt = checkpoint_of(out.stdout)
+    assert ckpt.name == "checkpoint_000002"
+    data = np.load(ckpt / "rollout.npz")  # default place: the checkpoint folder
+    meta = json.loads(str(data["meta"]))
+    assert meta["episodes"] == 3 and meta["algorithm"] == "PPO" and meta["env"] == "CartPole-v1"
+    for e, (ret, length, _) in enumerate(eps):
+        ep = f"ep{e:04d}/agent"
+        assert data[f"{ep}/obs"].shape == (length + 1, 4)
+        assert data[f"{ep}/actions"].shape == (length,)
+        assert data[f"{ep}/rewards"].sum() == pytest.approx(ret)
+        assert len(data[f"{ep}/infos"]) == length + 1
+        assert json.loads(data[f"{ep}/infos"][0]) == {}
+        flags = data[f"{ep}/terminated"] | data[f"{ep}/truncated"]
+        assert flags[-1] and not flags[:-1].any()
+
+
+def test_deterministic_by_default_explore_on_request(trained):
+    first = episodes(rollout(trained["cartpole"], "--episodes", "2", "--seed", "3", "--no-out").stdout)
+    again = episodes(rollout(trained["cartpole"], "--episodes", "2", "--seed", "3", "--no-out").stdout)
+    assert first == again and len(first) == 2
+    explored = rollout(trained["cartpole"], "--episodes", "2", "--explore", "--seed", "3", "--no-out")
+    assert explored.returncode == 0 and len(episodes(explored.stdout)) == 2
+
+
+def test_steps_over_parallel_workers(trained, ray_address, tmp_path):
+    out = rollout(trained["cartpole"], "--steps", "300", "--num-workers", "2",
+                  "--ray-address", ray_address, "--out", tmp_path / "exp.npz")
+    assert out.returncode == 0, out.stderr
+    eps = episodes(out.stdout)
+    assert sum(n for _, n, _ in eps) == 300  # 150 steps on each of the two workers
+    assert sum("cut by --steps" in rest for _, _, rest in eps) == 2
+    data = np.load(tmp_path / "exp.npz")
+    cut = [e for e, (_, _, rest) in enumerate(eps) if "cut" in rest]
+    assert all(data[f"ep{e:04d}/agent/truncated"][-1] for e in cut)
+
+
+def test_video_from_render_has_a_frame_per_step(trained, tmp_path):
+    out = rollout(trained["cartpole"], "--episodes", "2", "--video", tmp_path / "vid", "--no-out")
+    assert out.returncode == 0, out.stderr
+    lengths = [n for _, n, _ in episodes(out.stdout)]
+    for i, length in enumerate(lengths, start=1):
+        video = cv2.VideoCapture(str(tmp_path / "vid" / f"episode_{i:04d}.mp4"))
+        assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == length + 1
+        ok, frame = video.read()
+        assert ok and frame.shape == (400, 600, 3) and frame.std() > 0  # a drawn cart, not blank
+
+
+@pytest.mark.parametrize("env_config", ["{}", "{depth: true}"])
+def test_video_from_image_observations(trained, tmp_path, env_config):
+    # The env has no render(): frames are its 16x16 observations (uint8 or float depth).
+    out = rollout(trained["pixels"], "--episodes", "1", "--monitor", "--env-config", env_config, "--no-out")
+    assert out.returncode == 0, out.stderr
+    [(_, length, _)] = episodes(out.stdout)
+    video = cv2.VideoCapture(str(checkpoint_of(out.stdout) / "monitor" / "episode_0001.mp4"))
+    assert int(video.get(cv2.CAP_PROP_FRAME_COUNT)) == length + 1
+    ok, frame = video.read()
+    assert ok and frame.shape == (256, 256, 3)
+    channels = frame.astype(int)
+    assert np.abs(channels[..., 0] - channels[..., 2]).max() <= 12  # grayscale (up to MP4 loss)
+    assert frame.max() > 200 and frame.min() < 50  # the lit (or near) cell stands out
+
+
+def test_video_refused_before_any_episode_when_env_has_no_frames(trained, tmp_path):
+    out = rollout(trained["multi"], "--episodes", "1", "--video", tmp_path / "v")
+    assert out.returncode == 2
+    assert "no rgb_array render and no image observation" in out.stderr
+    assert not episodes(out.stdout) and "Traceback" not in out.stderr
+
+
+def test_multi_agent_per_agent_returns(trained, tmp_path):
+    out = rollout(trained["multi"], "--episodes", "2", "--out", tmp_path / "ma.npz", "--save-info")
+    assert out.returncode == 0, out.stderr
+    eps = episodes(out.stdout)
+    assert len(eps) == 2
+    data = np.load(tmp_path / "ma.npz")
+    for e, (ret, length, rest) in enumerate(eps):
+        agents = dict(re.findall(r"(runner_\d) (-?[\d.]+)", rest))
+        assert set(agents) == {"runner_0", "runner_1"}
+        assert sum(float(v) for v in agents.values()) == pytest.approx(ret, abs=0.02)
+        for agent, value in agents.items():
+            assert data[f"ep{e:04d}/{agent}/rewards"].sum() == pytest.approx(float(value), abs=0.01)
+        assert int(data[f"ep{e:04d}/length"]) == length
+
+
+def test_old_api_stack_checkpoint(trained, tmp_path):
+    out = rollout(trained["modelv2"], "--episodes", "2", "--run", "PPO", "--out", tmp_path / "o.npz")
+    assert out.returncode == 0, out.stderr
+    assert "(old API stack)" in out.stdout
+    eps = episodes(out.stdout)
+    data = np.load(tmp_path / "o.npz")
+    assert [int(data[f"ep{e:04d}/length"]) for e in range(2)] == [n for _, n, _ in eps]
+
+
+@pytest.mark.parametrize("name", ["cartpole", "masked", "modelv2", "pendulum"])
+def test_onnx_matches_torch_on_env_observations(trained, tmp_path, name):
+    import onnxruntime
+    import torch
+
+    from envsdk.checkpoints import locate
+    from envsdk.onnx_export import _Network, _networks
+    from envsdk.restore import load
+
+    target = tmp_path / "policy.onnx"
+    out = rollout(trained[name], "--export-onnx", target, "--episodes", "2", "--out", tmp_path / "e.npz")
+    assert out.returncode == 0, out.stderr
+    data = np.load(tmp_path / "e.npz")
+    obs_keys = sorted(k for k in data.files if "/obs" in k and k.startswith("ep0000"))
+    session = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"])
+    names = [i.name for i in session.get_inputs()]
+    if name == "masked":
+        assert names == ["observations", "action_mask"]
+        feeds = {
+            "observations": data["ep0000/agent/obs/observations"].astype(np.float32),
+            "action_mask": data["ep0000/agent/obs/action_mask"].astype(np.float32),
+        }
+    else:
+        assert names == ["observations"] and obs_keys == ["ep0000/agent/obs"]
+        feeds = {"observations": data["ep0000/agent/obs"].astype(np.float32)}
+    got = session.run(None, feeds)[0]
+    # The same network in torch, loaded independently of the exporter's session.
+    restored = load(locate(trained[name]).checkpoint)
+    net, _, _ = _networks(restored)["default_policy"]
+    net.eval()
+    continuous = name == "pendulum"
+    wrapper = _Network(net, restored.new_stack, name == "masked", 1 if continuous else None)
+    with torch.no_grad():
+        want = wrapper(*[torch.from_numpy(feeds[n]) for n in names]).numpy()
+    if continuous:
+        np.testing.assert_allclose(got, want, atol=1e-5)
+    else:
+        assert (got.argmax(-1) == want.argmax(-1)).all()
+    # Greedy actions from the ONNX model are the ones the rollout took (same connectors).
+    if not continuous:
+        assert (got.argmax(-1)[:-1] == data["ep0000/agent/actions"]).all()
+
+
+def copy_checkpoint(src_experiment: Path, dst: Path) -> Path:
+    from envsdk.checkpoints import locate
+
+    ckpt = locate(src_experiment).checkpoint
+    return Path(shutil.copytree(ckpt, dst / ckpt.name))
+
+
+def test_damaged_checkpoint_is_refused(trained, tmp_path):
+    ckpt = copy_checkpoint(trained["cartpole"], tmp_path)
+    state = ckpt / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl"
+    state.write_bytes(state.read_bytes()[:100])
+    out = rollout(ckpt, "--episodes", "1")
+    assert out.returncode == 2
+    assert "damaged checkpoint" in out.stderr and "(truncated)" in out.stderr
+    assert not episodes(out.stdout) and "Traceback" not in out.stderr
+
+
+def test_interrupted_checkpoint_is_skipped_in_a_trial(trained, tmp_path):
+    trial = next(p for p in trained["cartpole"].iterdir() if p.is_dir())
+    copy = Path(shutil.copytree(trial, tmp_path / trial.name))
+    (copy / "checkpoint_000002" / "envsdk_checkpoint.json").unlink()  # as if killed mid-copy
+    out = rollout(copy, "--episodes", "1", "--no-out")
+    assert out.returncode == 0, out.stderr
+    assert checkpoint_of(out.stdout).name == "checkpoint_000001"
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("not-a-checkpoint", "no checkpoint in"),
+        ("run-mismatch", "--run DQN does not match the checkpoint, which was trained with PPO"),
+        ("ray-version", "was written by Ray 1.9.0"),
+        ("missing-env-module", "multi_agent_env"),
+        ("episodes-and-steps", "--episodes and --steps both given"),
+        ("bad-out", "the experience file is a NumPy .npz archive"),
+    ],
+)
+def test_bad_input_exits_2(trained, tmp_path, case, message):
+    from envsdk.checkpoints import read_manifest, write_manifest
+
+    path, extra = trained["cartpole"], []
+    if case == "not-a-checkpoint":
+        path = tmp_path
+    elif case == "run-mismatch":
+        extra = ["--run", "DQN"]
+    elif case == "ray-version":
+        path = copy_checkpoint(trained["cartpole"], tmp_path)
+        marker = path / "rllib_checkpoint.json"
+        marker.write_text(marker.read_text().replace('"2.60.0"', '"1.9.0"'))
+        manifest = read_manifest(path)
+        write_manifest(path, manifest["run"], manifest["result"])
+    elif case == "missing-env-module":
+        path = copy_checkpoint(trained["multi"], tmp_path)
+        manifest = read_manifest(path)
+        write_manifest(path, {**manifest["run"], "search_paths": [str(tmp_path)]}, manifest["result"])
+    elif case == "episodes-and-steps":
+        extra = ["--episodes", "1", "--steps", "10"]
+    elif case == "bad-out":
+        extra = ["--out", "rollouts.pkl"]
+    out = rollout(path, *extra, cwd=tmp_path)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 3
