@@ -95,9 +95,8 @@ def verify(folder: Path) -> dict[str, Any] | None:
 class ManifestWriter(tune.Callback):
     """Tune callback: write the manifest once a checkpoint is in its final folder."""
 
-    def __init__(self, run: dict[str, Any], score_attr: str | None):
-        self.run = run
-        self.score_attr = score_attr
+    def __init__(self, run: dict[str, Any]):
+        self.run = run  # includes "score_attr", the metric checkpoints are ranked by
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
         folder = Path(checkpoint.path)
@@ -109,8 +108,9 @@ class ManifestWriter(tune.Callback):
             RETURN: lookup(last, RETURN),
             STEPS: lookup(last, STEPS),
         }
-        if self.score_attr:
-            result[self.score_attr] = lookup(last, self.score_attr)
+        score_attr = self.run.get("score_attr")
+        if score_attr:
+            result[score_attr] = lookup(last, score_attr)
         write_manifest(folder, {**self.run, "trial": trial.trial_id}, result)
 
 

@@ -15,7 +15,6 @@ actors for ``--num-workers N``.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 import tree
 
-from envsdk.recording import HUMAN, RENDER, Recorder, enable_rgb_render, wrap
+from envsdk.recording import HUMAN, RENDER, Recorder, Window, enable_rgb_render, wrap
 from envsdk.restore import ENV_RUNNER_DIR, Restored
 
 AGENT = "agent"  # the one agent's id in single-agent records
@@ -54,7 +53,6 @@ class EpisodeRecord:
     agents: dict[str, Trace]
     length: int  # env steps
     complete: bool
-    worker: int = 0
     video: Path | None = None
 
     @property
@@ -108,7 +106,7 @@ class EnvCreator:
         spec = self.spec
         config = dict(env_config or {})
         if spec.render:
-            return wrap(self.make_plain(config, HUMAN), None)
+            return wrap(self.make_plain(config, HUMAN), Window())
         if spec.video_dir is None or spec.frames is None:
             return self.make_plain(config, None)
         source, path = spec.frames
@@ -187,7 +185,6 @@ class Evaluator:
         self.close()
         videos = self._videos()
         for i, record in enumerate(records):
-            record.worker = self.worker
             record.video = videos[i] if i < len(videos) else None
         return records
 
@@ -206,11 +203,13 @@ class Evaluator:
         return sorted(Path(self.spec.video_dir).glob(f"w{self.worker:03d}_*.mp4"))
 
     def close(self) -> None:
+        """End the envs (and any game processes behind them); safe to call twice."""
         if self._runner is not None:
             self._runner.stop()
             self._runner = None
         if self._loop is not None:
             self._loop.close()
+            self._loop = None
 
 
 def _from_rllib_episode(episode: Any, multi_agent: bool) -> EpisodeRecord:
@@ -316,11 +315,9 @@ class _PolicyLoop:
                 obs, rewards, terms, truncs, infos = self.env.step(actions)
                 done = bool(terms.get("__all__") or truncs.get("__all__"))
             else:
-                o, r, term, trunc, info = self.env.step(actions[AGENT])
-                obs, rewards, terms, truncs, infos = {AGENT: o}, {AGENT: r}, {AGENT: term}, {AGENT: trunc}, {
-                    AGENT: info
-                }
-                done = bool(term or trunc)
+                step = self.env.step(actions[AGENT])
+                obs, rewards, terms, truncs, infos = ({AGENT: value} for value in step)
+                done = bool(terms[AGENT] or truncs[AGENT])
             length += 1
             for aid, action in actions.items():
                 traces[aid].actions.append(action)
@@ -335,16 +332,3 @@ class _PolicyLoop:
 
     def close(self) -> None:
         self.env.close()
-
-
-def info_json(info: Any) -> str:
-    """An info dict as JSON (numpy values as lists/numbers, anything else as its repr)."""
-
-    def default(value: Any) -> Any:
-        if isinstance(value, np.ndarray):
-            return value.tolist()
-        if isinstance(value, np.generic):
-            return value.item()
-        return repr(value)
-
-    return json.dumps(info, default=default)

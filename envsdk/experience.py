@@ -28,9 +28,22 @@ from typing import Any
 
 import numpy as np
 
-from envsdk.evaluation import EpisodeRecord, Trace, info_json
+from envsdk.evaluation import EpisodeRecord, Trace
 
 FORMAT = 1
+
+
+def info_json(info: Any) -> str:
+    """An info dict as JSON (numpy values as lists/numbers, anything else as its repr)."""
+
+    def default(value: Any) -> Any:
+        if isinstance(value, np.ndarray):
+            return value.tolist()
+        if isinstance(value, np.generic):
+            return value.item()
+        return repr(value)
+
+    return json.dumps(info, default=default)
 
 
 def _leaves(prefix: str, value: Any) -> dict[str, np.ndarray]:

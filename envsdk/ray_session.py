@@ -62,14 +62,20 @@ def start_ray(
         ) from err
 
 
-def check_gpus(config) -> None:
-    """A learner asking for GPUs the cluster does not have is a user error."""
+def require_gpus(wanted: float, asker: str, fix: str) -> None:
+    """Asking for more GPUs than the joined Ray cluster has is a user error."""
     import ray
 
-    wanted = float(getattr(config, "num_gpus_per_learner", 0) or 0) + float(config.num_gpus or 0)
     have = ray.cluster_resources().get("GPU", 0.0)
     if wanted > have:
-        raise UserError(
-            f"the config asks for {wanted:g} GPU(s) but the Ray cluster has {have:g}",
-            "set num_gpus_per_learner: 0, or fake GPUs for testing with --ray-num-gpus N",
-        )
+        raise UserError(f"{asker} {wanted:g} GPU(s) but the Ray cluster has {have:g}", fix)
+
+
+def check_gpus(config) -> None:
+    """The learner's GPUs (``num_gpus_per_learner`` + ``num_gpus``) must exist."""
+    wanted = float(getattr(config, "num_gpus_per_learner", 0) or 0) + float(config.num_gpus or 0)
+    require_gpus(
+        wanted,
+        "the config asks for",
+        "set num_gpus_per_learner: 0, or fake GPUs for testing with --ray-num-gpus N",
+    )

@@ -3,8 +3,9 @@
 :func:`frame_source` decides, before any episode runs, where frames come from
 (and refuses envs that offer neither).  :class:`Recorder` collects the frames
 of one env instance (one on reset, one per step, so a video has length + 1
-frames) and writes one MP4 per episode with OpenCV.  :func:`wrap` puts a
-recorder around a single-agent (gymnasium) or multi-agent (RLlib) env.
+frames) and writes one MP4 per episode with OpenCV; :class:`Window` draws
+the env's own window instead.  :func:`wrap` feeds either from a single-agent
+(gymnasium) or multi-agent (RLlib) env.
 """
 
 from __future__ import annotations
@@ -135,63 +136,81 @@ class Recorder:
         self.fps = fps
         self.frames: list[np.ndarray] = []
         self.count = 0
-        self.written: list[Path] = []
+
+    def start(self, env: Any, obs: Any) -> None:
+        """A reset: write the previous episode (if any) and take the first frame."""
+        self.flush()
+        self.capture(env, obs)
+
+    def step(self, env: Any, obs: Any, done: bool) -> None:
+        self.capture(env, obs)
+        if done:
+            self.flush()
 
     def capture(self, env: Any, obs: Any) -> None:
         if self.source == RENDER:
             self.frames.append(np.asarray(env.render()).copy())
-        else:
+        elif obs is not None:
             self.frames.append(np.asarray(_pick(obs, self.path)).copy())
 
     def flush(self) -> None:
         """Write the episode so far (if it has stepped at all) and start a new one."""
         if len(self.frames) > 1:
             self.folder.mkdir(parents=True, exist_ok=True)
-            name = self.folder / f"{self.prefix}_{self.count:04d}.mp4"
-            self.written.append(write_mp4(name, self.frames, self.fps))
+            write_mp4(self.folder / f"{self.prefix}_{self.count:04d}.mp4", self.frames, self.fps)
             self.count += 1
         self.frames = []
 
 
-class RecordingEnv(gym.Wrapper):
-    """Single-agent env that records frames (or renders to a window)."""
+class Window:
+    """The env's own ``human`` rendering, drawn after every reset and step."""
 
-    def __init__(self, env: gym.Env, recorder: Recorder | None):
+    def start(self, env: Any, obs: Any) -> None:
+        env.render()
+
+    def step(self, env: Any, obs: Any, done: bool) -> None:
+        env.render()
+
+    def flush(self) -> None:
+        pass
+
+
+Tap = Recorder | Window
+
+
+class RecordingEnv(gym.Wrapper):
+    """Single-agent env feeding every reset and step to a :data:`Tap`."""
+
+    def __init__(self, env: gym.Env, tap: Tap):
         super().__init__(env)
-        self.recorder = recorder
+        self.tap = tap
 
     def reset(self, **kwargs: Any):
         obs, info = self.env.reset(**kwargs)
-        self._frame(obs, first=True)
+        self.tap.start(self.env, obs)
         return obs, info
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._frame(obs)
-        if (terminated or truncated) and self.recorder:
-            self.recorder.flush()
+        self.tap.step(self.env, obs, terminated or truncated)
         return obs, reward, terminated, truncated, info
 
-    def _frame(self, obs: Any, first: bool = False) -> None:
-        if self.recorder is None:
-            self.env.render()  # render_mode "human": draws a window
-            return
-        if first:
-            self.recorder.flush()
-        self.recorder.capture(self.env, obs)
-
     def close(self) -> None:
-        if self.recorder:
-            self.recorder.flush()
+        self.tap.flush()
         super().close()
 
 
-class RecordingMultiAgentEnv(MultiAgentEnv):
-    """Multi-agent counterpart of :class:`RecordingEnv` (frames of the first agent's obs)."""
+def _first(obs: dict) -> Any:
+    """Multi-agent frames from observations use the first agent's (None if no agent has one)."""
+    return next(iter(obs.values()), None)
 
-    def __init__(self, env: MultiAgentEnv, recorder: Recorder | None):
+
+class RecordingMultiAgentEnv(MultiAgentEnv):
+    """Multi-agent counterpart of :class:`RecordingEnv`."""
+
+    def __init__(self, env: MultiAgentEnv, tap: Tap):
         self.env = env
-        self.recorder = recorder
+        self.tap = tap
 
     # Spaces and agent lists are the wrapped env's, read live.
     observation_spaces = property(lambda self: self.env.observation_spaces, lambda self, v: None)
@@ -205,37 +224,25 @@ class RecordingMultiAgentEnv(MultiAgentEnv):
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
         obs, infos = self.env.reset(seed=seed, options=options)
-        self._frame(obs, first=True)
+        self.tap.start(self.env, _first(obs))
         return obs, infos
 
     def step(self, action_dict: dict):
         obs, rewards, terminateds, truncateds, infos = self.env.step(action_dict)
-        self._frame(obs)
-        if (terminateds.get("__all__") or truncateds.get("__all__")) and self.recorder:
-            self.recorder.flush()
+        done = bool(terminateds.get("__all__") or truncateds.get("__all__"))
+        self.tap.step(self.env, _first(obs), done)
         return obs, rewards, terminateds, truncateds, infos
-
-    def _frame(self, obs: dict, first: bool = False) -> None:
-        if self.recorder is None:
-            self.env.render()
-            return
-        if first:
-            self.recorder.flush()
-        if self.recorder.source == RENDER or obs:
-            agent_obs = next(iter(obs.values())) if obs else None
-            self.recorder.capture(self.env, agent_obs)
 
     def render(self) -> Any:
         return self.env.render()
 
     def close(self) -> None:
-        if self.recorder:
-            self.recorder.flush()
+        self.tap.flush()
         self.env.close()
 
 
-def wrap(env: Any, recorder: Recorder | None) -> Any:
-    """Wrap a freshly made env (single- or multi-agent) with frame capture."""
+def wrap(env: Any, tap: Tap) -> Any:
+    """Wrap a freshly made env (single- or multi-agent) with a frame tap."""
     if isinstance(env, MultiAgentEnv):
-        return RecordingMultiAgentEnv(env, recorder)
-    return RecordingEnv(env, recorder)
+        return RecordingMultiAgentEnv(env, tap)
+    return RecordingEnv(env, tap)

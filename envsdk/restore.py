@@ -113,7 +113,7 @@ def load(
         env_ref, base_config = config.get("env"), dict(config.get("env_config") or {})
         worker_state = state.get("worker", {})
         multi_agent = worker_state.get("policy_ids", ["default_policy"]) != ["default_policy"]
-        _register_old_stack_model(config, info)
+        _register_old_stack_model(config, search[0])
 
     algorithm = algo_class.__name__
     if run and run.upper() != algorithm.upper():
@@ -136,7 +136,7 @@ def load(
     )
 
 
-def _register_old_stack_model(config: dict[str, Any], info: dict[str, Any]) -> None:
+def _register_old_stack_model(config: dict[str, Any], yaml_dir: Path) -> None:
     """ModelV2 plugins are referenced by name: register them again in this process."""
     name = (config.get("model") or {}).get("custom_model")
     if not isinstance(name, str):
@@ -145,6 +145,5 @@ def _register_old_stack_model(config: dict[str, Any], info: dict[str, Any]) -> N
 
     from envsdk.plugins import load_model, search_path
 
-    base = info.get("config_file")
-    plugin = load_model(name, search_path(Path(base).parent if base else Path.cwd()))
+    plugin = load_model(name, search_path(yaml_dir))
     ModelCatalog.register_custom_model(name, plugin.cls)

@@ -41,18 +41,17 @@ class Outcome:
     errors: list[str]
 
 
-def _run_info(exp: Experiment, built: BuiltConfig, order: str) -> dict[str, Any]:
+def _run_info(exp: Experiment, built: BuiltConfig, score_attr: str | None, order: str) -> dict[str, Any]:
     """What rollout.py needs to rebuild the env: recorded in every checkpoint's manifest."""
     import ray
 
-    score = exp.checkpoint_score_attr
     return {
         "experiment": exp.name,
         "algorithm": exp.run,
         "env": built.env.name,
         "config_file": str(Path(exp.source).resolve()) if exp.source else None,
         "search_paths": [str(p) for p in built.search_paths],
-        "score_attr": score.removeprefix("min-").removeprefix("max-") if score else None,
+        "score_attr": score_attr,
         "score_mode": order,
         "ray_version": ray.__version__,
     }
@@ -134,7 +133,7 @@ def run_experiment(
         failure_config=tune.FailureConfig(max_failures=exp.max_failures),
         callbacks=[
             ProgressLine(exp.name, exp.stop),
-            ManifestWriter(_run_info(exp, built, order), score_attr),
+            ManifestWriter(_run_info(exp, built, score_attr, order)),
         ],
         verbose=0,
     )

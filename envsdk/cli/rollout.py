@@ -94,16 +94,16 @@ def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, g
             evaluator.close()
     import ray
 
-    have = ray.cluster_resources().get("GPU", 0.0)
-    if gpus > have:
-        raise UserError(f"--num-gpus {gpus:g} but the Ray cluster has {have:g} GPU(s)", "lower --num-gpus")
+    from envsdk.ray_session import require_gpus
+
+    require_gpus(gpus, "--num-gpus asks for", "lower --num-gpus")
     remote = ray.remote(num_cpus=1, num_gpus=gpus / workers)(Evaluator)
-    shares = _split(episodes or steps or 1, workers)
-    actors = [remote.remote(spec, i + 1) for i, n in enumerate(shares) if n]
+    shares = [n for n in _split(episodes or steps, workers) if n]
+    actors = [remote.remote(spec, i + 1) for i in range(len(shares))]
     try:
         futures = [
             a.run.remote(n if episodes else None, None if episodes else n)
-            for a, n in zip(actors, [n for n in shares if n], strict=True)
+            for a, n in zip(actors, shares, strict=True)
         ]
         records = [r for batch in ray.get(futures) for r in batch]
     finally:
@@ -115,8 +115,10 @@ def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, g
 
 
 def print_episode(number: int, record: Any) -> None:
+    from envsdk.evaluation import AGENT
+
     line = f"episode {number}: return {record.ret:.2f}, length {record.length}"
-    if len(record.agents) > 1 or "agent" not in record.agents:
+    if len(record.agents) > 1 or AGENT not in record.agents:
         line += " (" + ", ".join(f"{a} {t.ret:.2f}" for a, t in record.agents.items()) + ")"
     if not record.complete:
         line += " [cut by --steps]"
@@ -187,8 +189,8 @@ def main(argv: list[str]) -> int:
     staging = video_dir / ".staging" if video_dir else None
     spec = EvalSpec(restored, args.explore, args.seed, staging, frames, args.render, workers,
                     args.num_gpus / workers if workers else 0.0)
-    episodes = args.episodes if args.steps is None else None
-    records = evaluate(spec, workers, episodes or (None if args.steps else 1), args.steps, args.num_gpus)
+    episodes = None if args.steps else (args.episodes or 1)
+    records = evaluate(spec, workers, episodes, args.steps, args.num_gpus)
     if not records:
         raise UserError("no episode finished", "raise --steps")
     print(summary(records))
@@ -218,12 +220,12 @@ def main(argv: list[str]) -> int:
 
 def _probe_frames(restored: Any) -> tuple[str, tuple]:
     """Where video frames come from, decided (or refused) before any episode runs."""
-    from envsdk.evaluation import EnvCreator, EvalSpec
+    from envsdk.evaluation import AGENT, EnvCreator, EvalSpec
     from envsdk.recording import frame_source
 
     env = EnvCreator(EvalSpec(restored), 0).make_plain(dict(restored.env_config), "rgb_array")
     try:
-        spaces = env.observation_spaces if restored.multi_agent else {"agent": env.observation_space}
+        spaces = env.observation_spaces if restored.multi_agent else {AGENT: env.observation_space}
         space = next(iter(spaces.values()))
         env.reset(seed=0)
         return frame_source(env, space)
