@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: train test lint bench clean
+.PHONY: train test lint bench clean sysdeps
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,15 +16,26 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install -q -c requirements.lock -e '.[test]'
 	touch $(STAMP)
 
+# Xvfb (and the X client libraries SDL loads) for the Unity bridge's graphics path. Installed
+# with apt-get when running as root on Debian/Ubuntu; otherwise the note says what to install.
+X_PACKAGES := xvfb libx11-6 libxext6 libxrandr2 libxcursor1 libxi6 libxfixes3 libxrender1 libxss1
+sysdeps:
+	@command -v Xvfb >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(X_PACKAGES) >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(X_PACKAGES) >/dev/null; }; \
+	  else echo "note: Xvfb is missing; Unity graphics tests will be skipped (sudo apt-get install $(X_PACKAGES))"; fi; }
+
 train: $(STAMP)
 	$(PY) train.py -f configs/cartpole-ppo.yaml
 
-test: $(STAMP)
+test: $(STAMP) sysdeps
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q
 
-bench: $(STAMP)
+bench: $(STAMP) sysdeps
 	$(PY) benchmarks/solve_cartpole.py
+	$(PY) benchmarks/bridge.py
 
 clean:
 	rm -rf $(VENV)

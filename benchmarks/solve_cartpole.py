@@ -14,8 +14,6 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -23,21 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, append_results, machine
+
 TARGET = 475.0
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
-
-
-def machine() -> str:
-    cpu = next(
-        (
-            ln.split(":", 1)[1].strip()
-            for ln in Path("/proc/cpuinfo").read_text().splitlines()
-            if ln.startswith("model name")
-        ),
-        platform.processor(),
-    )
-    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
 
 
 def run_seed(seed: int, cap: float, config: str) -> dict:
@@ -136,11 +123,7 @@ def main() -> None:
             f"median env steps {int(statistics.median(r['steps'] for r in solved))} "
             f"({len(solved)}/{len(runs)} seeds solved). Plot: benchmarks/solve_cartpole.png"
         )
-    text = "\n".join(lines) + "\n"
-    print(text)
-    header = "# Benchmark results\n\nEach section is written by the benchmark named in its title.\n\n"
-    old = RESULTS.read_text() if RESULTS.exists() else header
-    RESULTS.write_text(old.rstrip() + "\n\n" + text)
+    append_results(lines)
     plot(runs, ROOT / "benchmarks" / "solve_cartpole.png")
 
 

@@ -27,13 +27,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 from ray import tune
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.policy.policy import PolicySpec
 
 from envsdk import legacy
-from envsdk.base import has_action_mask
+from envsdk.base import OBS_KEY, has_action_mask
 from envsdk.curriculum import apply_curriculum
 from envsdk.env_checker import EnvInfo, preflight
 from envsdk.errors import UserError, closest, did_you_mean
@@ -206,7 +208,20 @@ def _model_settings(
     if model:
         notice(f"model options {sorted(model)} go to model_config on the new API stack")
         model_config = {**model, **model_config}
-    if env_info.observation_space is not None and has_action_mask(env_info.observation_space):
+    spaces = [obs for obs, _ in (env_info.policies or {}).values()] or [env_info.observation_space]
+    masked = [space is not None and has_action_mask(space) for space in spaces]
+    inner = [space[OBS_KEY] if mask else space for space, mask in zip(spaces, masked, strict=True)]
+    if any(isinstance(space, gym.spaces.Dict) for space in inner):
+        raise UserError(
+            "the observations are a Dict (several per agent), which RLlib's default model cannot take",
+            "give a model that can: custom_model: dodgenet (models/dodgenet.py) or your own plugin",
+        )
+    if any(masked) and not all(masked):
+        raise UserError(
+            "some policies' observations carry action masks and others do not",
+            "give a custom_model that handles both, or map masked and unmasked agents apart",
+        )
+    if all(masked):
         if run not in MASKABLE_ALGOS:
             raise UserError(
                 f"the env has action masks, which the default {run} model cannot honour",
@@ -218,6 +233,15 @@ def _model_settings(
     return ModelSettings(model_config=model_config)
 
 
+def merge(base: dict, extra: dict) -> dict:
+    """``extra`` over ``base``, nested dicts merged key by key (``--config.env_config.x=1``)."""
+    out = dict(base)
+    for key, value in extra.items():
+        nested = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge(out[key], value) if nested else value
+    return out
+
+
 def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> BuiltConfig:
     """Validate ``exp.config`` (plus CLI overrides) and build the AlgorithmConfig."""
     algo_class = algorithm_class(exp.run)
@@ -225,7 +249,8 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
     raw = LineDict(copy.deepcopy(dict(exp.config)))
     raw.lines, raw.source = dict(exp.config.lines), exp.config.source
     for key, value in (overrides or {}).items():
-        raw[key] = value
+        nested = isinstance(value, dict) and isinstance(raw.get(key), dict)
+        raw[key] = merge(raw[key], value) if nested else value
     values = translate(raw, valid_keys(algo_class))
     search = _extract_search_spaces(values)
 
@@ -233,10 +258,14 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
     env_config = dict(values.pop("env_config", None) or {})
     paths = [exp.base_dir]
     resolved = resolve_env(env_ref, paths)
+    target = resolved.creator.target if resolved.creator is not None else None
     if resolved.creator is not None:
         from ray.tune.registry import register_env
 
         register_env(resolved.name, resolved.creator)
+    prepare = getattr(target, "prepare_env_config", None)
+    if prepare is not None:  # e.g. the Unity env makes its file paths absolute for the env runners
+        env_config = prepare(env_config, exp.base_dir)
     info = preflight(resolved, env_config)
 
     model = _model_settings(values, info, exp.run, search_path(exp.base_dir), raw.where("model"))
@@ -247,7 +276,14 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
         multi_agent["policy_mapping_fn"] = import_ref(ref, paths, what="policy_mapping_fn")
     if isinstance(multi_agent.get("policies"), list):
         multi_agent["policies"] = set(multi_agent["policies"])
+    if info.policies and "policies" not in multi_agent:
+        specs = info.policies.items()
+        multi_agent["policies"] = {pid: PolicySpec(None, obs, act) for pid, (obs, act) in specs}
+        multi_agent.setdefault("policy_mapping_fn", info.policy_mapping_fn)
+        notice(f"policies from the env: {', '.join(sorted(info.policies))}")
     values.setdefault("log_level", "ERROR")
+    for key, value in getattr(target, "config_defaults", {}).items():
+        values.setdefault(key, value)  # the env's own defaults; the YAML wins
 
     config: AlgorithmConfig = algo_class.get_default_config()
     if model.old_stack:
@@ -265,6 +301,8 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
             config.rl_module(rl_module_spec=RLModuleSpec(module_class=model.module_class))
         if model.model_config:
             config.rl_module(model_config=model.model_config)
+        for event, hook in getattr(target, "env_callbacks", {}).items():
+            config.callbacks(**{event: hook})  # e.g. the Unity env's game stats as metrics
         if curriculum:
             import_ref(str(curriculum), paths, what="curriculum function")  # fail early
             hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths])

@@ -32,8 +32,8 @@ def legacy_view(result: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
-def task_settable_envs(env_runner: Any) -> list[tuple[TaskSettable, int]]:
-    """Every TaskSettable env of one env runner, with its vector index."""
+def sub_environments(env_runner: Any) -> list[Any]:
+    """The unwrapped envs of one env runner, in vector-index order."""
     env = getattr(env_runner, "env", None)
     if env is None:
         return []
@@ -41,12 +41,13 @@ def task_settable_envs(env_runner: Any) -> list[tuple[TaskSettable, int]]:
     # its sub-envs are in .unwrapped.envs; multi-agent runners hold one env.
     base = getattr(env, "unwrapped", env)
     subs = getattr(base, "envs", None) or [base]
-    found = []
-    for index, sub in enumerate(subs):
-        inner = getattr(sub, "unwrapped", sub)
-        if isinstance(inner, TaskSettable):
-            found.append((inner, index))
-    return found
+    return [getattr(sub, "unwrapped", sub) for sub in subs]
+
+
+def task_settable_envs(env_runner: Any) -> list[tuple[TaskSettable, int]]:
+    """Every TaskSettable env of one env runner, with its vector index."""
+    envs = sub_environments(env_runner)
+    return [(env, index) for index, env in enumerate(envs) if isinstance(env, TaskSettable)]
 
 
 def apply_curriculum(*, algorithm: Any, result: dict, ref: str, search: list[str], **_: Any) -> None:

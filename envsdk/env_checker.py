@@ -85,6 +85,10 @@ class EnvInfo:
     multi_agent: bool
     observation_space: gym.Space | None
     action_space: gym.Space | None
+    # Multi-agent envs that know their policies (e.g. one per Unity behavior) offer
+    # defaults for a YAML that names none: policy id -> (obs space, action space).
+    policies: dict[str, tuple[gym.Space, gym.Space]] | None = None
+    policy_mapping_fn: Any = None
 
 
 def preflight(resolved: ResolvedEnv, env_config: dict) -> EnvInfo:
@@ -119,10 +123,13 @@ def preflight(resolved: ResolvedEnv, env_config: dict) -> EnvInfo:
                 "make the observation_space match what reset()/step() return (shape, dtype, bounds)",
             )
         multi = isinstance(env, MultiAgentEnv)
+        offers = multi and callable(getattr(env, "policy_specs", None))
         return EnvInfo(
             multi_agent=multi,
             observation_space=None if multi else env.observation_space,
             action_space=None if multi else env.action_space,
+            policies=env.policy_specs() if offers else None,
+            policy_mapping_fn=getattr(env, "policy_mapping_fn", None) if offers else None,
         )
     finally:
         env.close()
@@ -162,6 +169,18 @@ def _run_external(report: CheckReport, label: str, fn: Any) -> None:
     report.passed.append(f"{label} passed")
 
 
+def _gymnasium_check(checker: Any, env: Any) -> None:
+    """gymnasium's checker; its reseeding checks become a warning for envs that declare
+    ``metadata["reseedable"] = False`` (a Unity player takes its seed once, at launch)."""
+    try:
+        checker(env, skip_render_check=True)
+    except AssertionError as err:
+        if env.metadata.get("reseedable", True) or "seed" not in str(err).lower():
+            raise
+        note = env.metadata.get("reseed_note", "by design")
+        warnings.warn(f"cannot be reseeded after start ({note})", stacklevel=1)
+
+
 def check_env(resolved: ResolvedEnv, env_config: dict, steps: int = 2000) -> CheckReport:
     """The ``python -m envsdk check`` verdict for one env."""
     from gymnasium.utils.env_checker import check_env as gymnasium_check_env
@@ -177,7 +196,7 @@ def check_env(resolved: ResolvedEnv, env_config: dict, steps: int = 2000) -> Che
         _run_external(
             report,
             "gymnasium checker",
-            lambda: gymnasium_check_env(checked.unwrapped, skip_render_check=True),
+            lambda: _gymnasium_check(gymnasium_check_env, checked.unwrapped),
         )
         checked.close()
 

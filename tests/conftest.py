@@ -8,6 +8,7 @@ and the cluster-join path is exercised on every run).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -22,6 +23,11 @@ sys.path.insert(0, str(ROOT))
 # The test cluster lives on loopback only; token auth would need a shared token
 # file between the head and every train.py subprocess, which tests do not test.
 os.environ["RAY_AUTH_MODE"] = "disabled"
+
+
+needs_xvfb = pytest.mark.skipif(
+    shutil.which("Xvfb") is None, reason="Xvfb is not installed (`make test` installs it when run as root)"
+)
 
 
 def free_port() -> int:
@@ -110,3 +116,26 @@ def progress_rows(trial: Path) -> list[dict]:
 
     with (trial / "progress.csv").open() as fh:
         return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def standin_builds() -> Path:
+    """The stand-in Unity players under builds/, where configs/unity-*.yaml expect them."""
+    from unity_bridge.standin.build import BUILDS, write_build
+
+    for name, args in BUILDS.items():
+        write_build(ROOT / "builds", name, args)
+    return ROOT / "builds"
+
+
+def player_pids() -> set[int]:
+    """Stand-in players and Xvfb servers running right now (to check nothing is left behind)."""
+    found = set()
+    for status in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            cmd = status.read_bytes().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"unity_bridge.standin.player" in cmd or cmd.startswith(b"Xvfb"):
+            found.add(int(status.parent.name))
+    return found

@@ -80,16 +80,8 @@ def parse_overrides(extra: list[str]) -> dict[str, Any]:
     return overrides
 
 
-def _merge(base: dict, extra: dict) -> dict:
-    out = dict(base)
-    for key, value in extra.items():
-        out[key] = (
-            _merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
-        )
-    return out
-
-
 def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
+    from envsdk.config import merge
     from envsdk.experiment import Experiment, load_experiments
 
     if args.config_file:
@@ -126,7 +118,7 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
             from envsdk.legacy import translate_metric
 
             exp.checkpoint_score_attr = translate_metric(args.checkpoint_score_attr)
-        exp.overrides = _merge(overrides, flag_config)
+        exp.overrides = merge(overrides, flag_config)
     return experiments
 
 

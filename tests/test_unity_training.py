@@ -1,0 +1,114 @@
+"""RLlib training on the stand-in Unity player, through train.py and rollout.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT, needs_xvfb, player_pids, progress_rows, trial_dirs
+
+
+def _no_players_left(before: set[int]) -> None:
+    deadline = time.time() + 15
+    while player_pids() - before and time.time() < deadline:
+        time.sleep(0.3)
+    assert not player_pids() - before, "players or Xvfb servers left after training"
+
+
+def test_chase_reaches_its_stated_return_and_rolls_out(train):
+    before = player_pids()
+    out = train("-f", "configs/unity-chase.yaml", "--checkpoint-at-end", timeout=400)
+    assert out.returncode == 0
+    (trial,) = trial_dirs(train.results)
+    rows = progress_rows(trial)
+    assert float(rows[-1]["env_runners/episode_return_mean"]) >= 0.85  # the YAML's stop target
+    assert float(rows[0]["env_runners/episode_return_mean"]) < 0.85
+    last = rows[-1]
+    assert 0.0 <= float(last["env_runners/unity/Chase/Reached"]) <= 1.0  # stats channel -> metrics
+    assert float(last["env_runners/unity/player_threads"]) >= 1
+    assert float(last["env_runners/unity/player_rss_mb"]) > 1
+    _no_players_left(before)
+    roll = subprocess.run(
+        [sys.executable, "rollout.py", str(trial), "--episodes", "3", "--no-out"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert roll.returncode == 0, roll.stderr[-2000:]
+    assert roll.stdout.count("episode ") == 3 and "Chase/" in roll.stdout
+    _no_players_left(before)
+
+
+@needs_xvfb
+def test_crash_recovery_schedule_and_graphics_monitor(train, tmp_path):
+    """One run: a player that crashes mid-training, env parameters that follow a schedule,
+    and two env runners of which only the first renders (on an Xvfb of its own)."""
+    before = player_pids()
+    logs = tmp_path / "logs"
+    schedule = json.dumps({"track_length": [[0, 4], [1000, 7]]})
+    out = train(
+        "-f", "configs/unity-chase.yaml", "--stop-iters", "3",
+        "--config.curriculum=unity_bridge.schedule.parameter_schedule",
+        f"--config.env_config.parameter_schedule={schedule}",
+        f"--config.env_config.log_folder={logs}",
+        "--config.env_config.additional_args=[--crash-after, '700']",
+        "--config.env_config.no_graphics_monitor=true",
+        "--config.env_config.virtual_display=auto",
+        "--config.num_env_runners=2",
+        timeout=400,
+    )  # fmt: skip
+    assert out.returncode == 0
+    (trial,) = trial_dirs(train.results)
+    rows = progress_rows(trial)
+    assert len(rows) == 3
+    assert max(float(r["env_runners/unity/player_restarts"]) for r in rows) >= 1
+    monitor, other = (logs / "Player-32.log").read_text(), (logs / "Player-64.log").read_text()
+    assert "graphics True" in monitor and "graphics False" in other
+    every = "".join(p.read_text() for p in logs.glob("*.log"))
+    assert "fault switch: crashing" in every  # kept in Player-N.previous.log after the restart
+    assert "environment parameter track_length = 7" in every
+    _no_players_left(before)
+
+
+def test_user_mistakes_with_unity_games_exit_2(train, tmp_path):
+    cases = [
+        (["--config.env_config.file_name=builds/NoSuchGame"], "Unity player 'builds/NoSuchGame' not found"),
+        (["--config.env_config.additional_args=[--visual, '8']"], "observations are a Dict"),
+        (["--config.env_config.timeout=5"], "unknown Unity setting 'timeout'"),
+        (["--config.env_config.additional_args=[--api-version, '2.0.0']"], "speaks ML-Agents API 2.0.0"),
+    ]
+    before = player_pids()
+    for extra, message in cases:
+        out = train("-f", "configs/unity-chase.yaml", "--dry-run", *extra)
+        assert out.returncode == 2, (extra, out.stderr[-1500:])
+        assert message in out.stderr and "Traceback" not in out.stderr
+    _no_players_left(before)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_no_player_outlives_an_interrupted_training(ray_address, tmp_path, sig):
+    before = player_pids()
+    proc = subprocess.Popen(
+        [
+            sys.executable, "train.py", "-f", "configs/unity-chase.yaml", "--stop-iters", "200",
+            "--stop-reward", "100", "--ray-address", ray_address, "--local-dir", str(tmp_path),
+        ],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 90
+        while not (tmp_path / "unity-chase").exists() or not player_pids() - before:
+            assert time.time() < deadline and proc.poll() is None, "training did not start"
+            time.sleep(0.5)
+        time.sleep(3)  # a few sampling rounds on the env runner's player
+        assert player_pids() - before
+        os.killpg(proc.pid, sig)  # Ctrl-C in a terminal signals the whole foreground group
+        proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    _no_players_left(before)

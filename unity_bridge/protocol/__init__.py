@@ -1,0 +1,1 @@
+"""ML-Agents wire schema: the .proto file and the modules compiled from it."""

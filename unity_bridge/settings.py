@@ -1,0 +1,122 @@
+"""``env_config`` keys of the Unity env: defaults, types and checks, in one place."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from envsdk.errors import UserError, did_you_mean
+
+# Env runners x vector slots get distinct port offsets: worker_id = worker_index * stride + vector_index.
+PORT_STRIDE = 32
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """How to start and drive one player (see the README's Unity section for each key)."""
+
+    file_name: str | None = None  # None: connect to the Unity Editor (port 5004), press Play
+    no_graphics: bool = False
+    no_graphics_monitor: bool = False  # the first env renders, every other one runs with no_graphics
+    virtual_display: str = "auto"  # auto | on | off
+    log_folder: str | None = None
+    time_scale: float = 20.0
+    width: int = 84
+    height: int = 84
+    quality_level: int = 1
+    target_frame_rate: int = -1
+    capture_frame_rate: int = 60
+    env_parameters: dict[str, float] = field(default_factory=dict)
+    # name -> [[timesteps, value], ...]; applied with `curriculum: unity_bridge.schedule.parameter_schedule`
+    parameter_schedule: dict[str, list[list[float]]] = field(default_factory=dict)
+    additional_args: list[str] = field(default_factory=list)
+    timeout_wait: float = 60.0
+    base_port: int = 5005
+    port_range: int = 1000
+    seed: int = 0
+    num_areas: int = 1
+    max_restarts: int = 5  # player restarts over the env's lifetime
+    max_restarts_per_minute: int = 3
+    episode_horizon: int | None = 1000  # RLlib steps before every live agent is truncated; null = none
+    policy_mapping: dict[str, str] = field(default_factory=dict)  # behavior name -> policy id
+    display: str | None = field(default=None, repr=False)  # $DISPLAY at start-up, not a YAML key
+
+    @classmethod
+    def from_config(cls, env_config: dict[str, Any]) -> LaunchSettings:
+        names = {f.name for f in fields(cls) if f.name != "display"}
+        values: dict[str, Any] = {}
+        for key, value in dict(env_config).items():
+            if key not in names:
+                raise UserError(
+                    f"env_config: unknown Unity setting '{key}'",
+                    did_you_mean(key, sorted(names)) or f"valid keys: {', '.join(sorted(names))}",
+                )
+            values[key] = value
+        try:
+            settings = cls(**values, display=os.environ.get("DISPLAY"))
+            settings._check()
+        except (TypeError, ValueError) as err:
+            raise UserError(f"env_config: {err}", "see the Unity section of the README for each key") from err
+        return settings
+
+    def _check(self) -> None:
+        numbers = {
+            "time_scale": float, "width": int, "height": int, "quality_level": int,
+            "target_frame_rate": int, "capture_frame_rate": int, "timeout_wait": float, "base_port": int,
+            "port_range": int, "seed": int, "num_areas": int, "max_restarts": int,
+            "max_restarts_per_minute": int,
+        }  # fmt: skip
+        for name, kind in numbers.items():
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or (kind is int and value != int(value))
+            ):
+                raise ValueError(
+                    f"{name} must be {'an integer' if kind is int else 'a number'}, got {value!r}"
+                )
+        if not 1 <= self.base_port <= 65535:
+            raise ValueError(f"base_port {self.base_port} is not a port number")
+        if self.timeout_wait <= 0:
+            raise ValueError("timeout_wait must be > 0 seconds")
+        if not isinstance(self.additional_args, list):
+            raise ValueError("additional_args must be a list of strings, e.g. [-screen-fullscreen, 0]")
+        if not isinstance(self.env_parameters, dict) or not all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in self.env_parameters.values()
+        ):
+            raise ValueError("env_parameters must map names to numbers, e.g. {difficulty: 0.5}")
+        for name, points in dict(self.parameter_schedule).items():
+            if (
+                not isinstance(points, list)
+                or not points
+                or not all(isinstance(p, list | tuple) and len(p) == 2 for p in points)
+            ):
+                raise ValueError(f"parameter_schedule.{name} must be a list of [timesteps, value] pairs")
+        if self.episode_horizon is not None and (
+            not isinstance(self.episode_horizon, int) or self.episode_horizon < 1
+        ):
+            raise ValueError("episode_horizon must be a positive integer or null")
+
+    def for_worker(self, worker_index: int, vector_index: int) -> tuple[LaunchSettings, int]:
+        """This env's settings and worker id (distinct ports; graphics for the monitor only)."""
+        worker_id = worker_index * PORT_STRIDE + vector_index
+        if self.no_graphics_monitor:
+            monitor = worker_index <= 1 and vector_index == 0
+            return replace(self, no_graphics=not monitor), worker_id
+        return self, worker_id
+
+    def resolved_paths(self, base: Path) -> dict[str, Any]:
+        """file_name (YAML folder, then cwd) and log_folder (cwd) made absolute for the env runners."""
+        out: dict[str, Any] = {}
+        if self.file_name is not None and not Path(self.file_name).expanduser().is_absolute():
+            for candidate in (base / self.file_name, Path.cwd() / self.file_name):
+                stem = candidate.with_suffix("") if candidate.suffix in (".x86_64", ".x86") else candidate
+                if any(p.exists() for p in (candidate, stem.with_name(stem.name + ".x86_64"))):
+                    out["file_name"] = str(candidate.resolve())
+                    break
+        if self.log_folder is not None and not Path(self.log_folder).expanduser().is_absolute():
+            out["log_folder"] = str(Path(self.log_folder).expanduser().resolve())  # relative to the cwd
+        return out

@@ -1,0 +1,5 @@
+import sys
+
+from unity_bridge.standin.build import main
+
+sys.exit(main())

@@ -1,0 +1,280 @@
+"""The stand-in player: launched like a Unity ML-Agents build, speaks the real protocol.
+
+Unity's own arguments: ``-nographics``, ``-batchmode``, ``--mlagents-port``,
+``-logFile PATH`` (``-`` = stdout).  Without ``-nographics`` it opens a real X
+window on $DISPLAY (through SDL) and draws the camera frames there; it exits
+with "Unable to open display" like a Unity player when there is none.  With
+``-nographics`` the cameras give blank frames, as Unity's do.
+
+Stand-in arguments (given through env_config ``additional_args``): ``--game``,
+``--agents``, ``--actions``, ``--visual N``, ``--visual-channels``,
+``--visual-raw``, ``--visual-layout``, ``--decision-period``, ``--max-steps``,
+``--first-decision-after``, and the fault switches ``--crash-after N``,
+``--hang-after N``, ``--api-version X``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import IO
+
+import cv2
+import grpc
+import numpy as np
+
+from unity_bridge import side_channels
+from unity_bridge.protocol import communicator_objects_pb2 as pb
+from unity_bridge.standin.game import Game, Report, make_game
+
+EXCHANGE = "/communicator_objects.UnityToExternalProto/Exchange"
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="standin-player", allow_abbrev=False)
+    p.add_argument("-nographics", action="store_true")
+    p.add_argument("-batchmode", action="store_true")
+    p.add_argument("--mlagents-port", type=int, default=5004)
+    p.add_argument("-logFile", "-logfile", dest="log_file", default=None)
+    p.add_argument("--game", default="chase")
+    p.add_argument("--agents", type=int, default=1)
+    p.add_argument("--actions", choices=("discrete", "continuous", "hybrid"), default="discrete")
+    p.add_argument("--visual", type=int, default=0, help="side of a square camera; 0 = none")
+    p.add_argument("--visual-channels", type=int, choices=(1, 3), default=1)
+    p.add_argument("--visual-raw", action="store_true", help="send frames as floats, not PNG")
+    p.add_argument("--visual-layout", choices=("hwc", "chw"), default="chw")
+    p.add_argument("--no-vector", action="store_true", help="camera only")
+    p.add_argument("--decision-period", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=30)
+    p.add_argument("--first-decision-after", type=int, default=0)
+    p.add_argument("--crash-after", type=int, default=0)
+    p.add_argument("--hang-after", type=int, default=0)
+    p.add_argument("--api-version", default="1.5.0")
+    p.add_argument("--seed", type=int, default=0)
+    args, _ = p.parse_known_args(argv)  # like Unity, ignore what it does not know
+    return args
+
+
+class Log:
+    def __init__(self, path: str | None):
+        self._out: IO[str] | None = None
+        if path == "-":
+            self._out = sys.stdout
+        elif path:
+            self._out = open(path, "w", buffering=1)  # noqa: SIM115 (lives as long as the player)
+
+    def __call__(self, line: str) -> None:
+        if self._out is not None:
+            self._out.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+
+
+class Camera:
+    """Draws an agent's view: in a real X window with graphics, blank without."""
+
+    def __init__(self, size: int, channels: int, graphics: bool, log: Log):
+        self.size, self.channels = size, channels
+        self._screen = None
+        if graphics:
+            os.environ.setdefault("SDL_VIDEODRIVER", "x11")
+            os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+            import pygame
+
+            try:
+                pygame.display.init()
+                self._screen = pygame.display.set_mode((max(size, 1), max(size, 1)))
+            except pygame.error as err:
+                log(f"Unable to open display {os.environ.get('DISPLAY', '(unset)')}: {err}")
+                raise SystemExit(1) from err
+            pygame.display.set_caption("stand-in player")
+            log(f"graphics: SDL driver {pygame.display.get_driver()} on DISPLAY={os.environ.get('DISPLAY')}")
+
+    def frame(self, marks: list[tuple[float, int]]) -> np.ndarray:
+        """HWC uint8."""
+        if self._screen is None:
+            return np.zeros((self.size, self.size, self.channels), np.uint8)
+        import pygame
+
+        self._screen.fill((0, 0, 0))
+        width = max(1, self.size // 10)
+        for where, shade in marks:
+            x = round(where * (self.size - width))
+            pygame.draw.rect(self._screen, (shade, shade // 2, 255 - shade), (x, 0, width, self.size))
+        pygame.display.flip()
+        rgb = pygame.surfarray.array3d(self._screen).transpose(1, 0, 2)
+        return rgb.mean(axis=2, keepdims=True).astype(np.uint8) if self.channels == 1 else rgb
+
+
+class Player:
+    def __init__(self, args: argparse.Namespace):
+        self.args = args
+        self.log = Log(args.log_file)
+        self.game: Game = make_game(
+            args.game, agents=args.agents, seed=args.seed, decision_period=args.decision_period,
+            max_steps=args.max_steps, actions=args.actions,
+        )  # fmt: skip
+        self.camera = (
+            Camera(args.visual, args.visual_channels, not args.nographics, self.log)
+            if (args.visual or not args.nographics)
+            else None
+        )
+        self.announced: set[str] = set()
+        self.asked: dict[str, list[int]] = {}  # behavior -> slots, in wire order
+        self.steps = 0
+        self.silent_frames = 0
+
+    # ---- observations ------------------------------------------------------
+
+    def _visual(self, report: Report) -> pb.ObservationProto:
+        a = self.args
+        frame = self.camera.frame(self.game.scene(report.agent))  # type: ignore[union-attr]
+        c = a.visual_channels
+        shape = [a.visual, a.visual, c] if a.visual_layout == "hwc" else [c, a.visual, a.visual]
+        obs = pb.ObservationProto(shape=shape, name="camera")
+        if a.visual_raw:
+            values = frame.astype(np.float32) / 255.0
+            if a.visual_layout == "chw":
+                values = values.transpose(2, 0, 1)
+            obs.float_data.data.extend(values.ravel().tolist())
+        else:
+            bgr = frame if c == 1 else frame[:, :, ::-1]
+            obs.compression_type = pb.PNG
+            obs.compressed_data = cv2.imencode(".png", bgr)[1].tobytes()
+        return obs
+
+    def _info(self, report: Report) -> pb.AgentInfoProto:
+        agent = report.agent
+        info = pb.AgentInfoProto(
+            reward=agent.reward, done=agent.done, max_step_reached=agent.interrupted, id=agent.episode_id,
+            group_id=agent.group_id, group_reward=agent.group_reward,
+        )  # fmt: skip
+        if not self.args.no_vector:
+            vector = info.observations.add(shape=[len(report.vector)], name="vector")
+            vector.float_data.data.extend(report.vector.tolist())
+        if self.args.visual:
+            info.observations.append(self._visual(report))
+        if report.mask is not None:
+            info.action_mask.extend(report.mask.tolist())
+        return info
+
+    def output(self) -> pb.UnityMessageProto:
+        message = pb.UnityMessageProto(header=pb.HeaderProto(status=200))
+        rl_output = message.unity_output.rl_output
+        self.asked = {}
+        reports = [] if self.silent_frames > 0 else self.game.reports()
+        self.silent_frames = max(0, self.silent_frames - 1)
+        for report in reports:
+            behavior = report.agent.behavior
+            rl_output.agentInfos[behavior].value.append(self._info(report))
+            if not report.agent.done:
+                self.asked.setdefault(behavior, []).append(report.agent.slot)
+        for b in self.game.behaviors:
+            if b.name in rl_output.agentInfos and b.name not in self.announced:
+                self.announced.add(b.name)
+                brain = message.unity_output.rl_initialization_output.brain_parameters.add(
+                    brain_name=b.name, is_training=True
+                )
+                brain.action_spec.num_continuous_actions = b.continuous
+                brain.action_spec.num_discrete_actions = len(b.branches)
+                brain.action_spec.discrete_branch_sizes.extend(b.branches)
+        if self.game.stats:
+            rl_output.side_channel = side_channels.frame(
+                [(side_channels.STATS, side_channels.Writer().string(k).float32(v).int32(kind).bytes())
+                 for k, v, kind in self.game.stats]
+            )  # fmt: skip
+            self.game.stats = []
+        if reports:
+            self.game.after_report()
+        return message
+
+    # ---- inputs --------------------------------------------------------------
+
+    def apply(self, rl_input: pb.UnityRLInputProto) -> None:
+        for cid, payload in side_channels.unframe(rl_input.side_channel):
+            reader = side_channels.Reader(payload)
+            if cid == side_channels.ENVIRONMENT_PARAMETERS:
+                key, kind = reader.string(), reader.int32()
+                if kind == side_channels.PARAM_FLOAT:
+                    self.game.parameters[key] = reader.float32()
+                    self.log(f"environment parameter {key} = {self.game.parameters[key]:g}")
+            elif cid == side_channels.ENGINE_CONFIGURATION:
+                self.log(f"engine configuration message type {reader.int32()}")
+        if rl_input.command == pb.RESET:
+            self.game.reset()
+            self.silent_frames = self.args.first_decision_after
+            self.log("reset")
+            return
+        actions: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for behavior, slots in self.asked.items():
+            given = list(rl_input.agent_actions[behavior].value) if behavior in rl_input.agent_actions else []
+            if len(given) != len(slots):
+                self.log(f"error: {len(given)} actions for {len(slots)} agents of {behavior}")
+                raise SystemExit(4)
+            for slot, action in zip(slots, given, strict=True):
+                actions[slot] = (
+                    np.asarray(action.continuous_actions, np.float32),
+                    np.asarray(action.discrete_actions, np.int64),
+                )
+        self.game.step(actions)
+        self.steps += 1
+        if self.args.crash_after and self.steps >= self.args.crash_after:
+            self.log(f"fault switch: crashing after {self.steps} steps")
+            os._exit(3)
+        if self.args.hang_after and self.steps >= self.args.hang_after:
+            self.log(f"fault switch: hanging after {self.steps} steps")
+            while True:
+                time.sleep(3600)
+
+    # ---- the protocol loop ---------------------------------------------------
+
+    def run(self) -> int:
+        a = self.args
+        self.log(f"stand-in player: game {a.game}, port {a.mlagents_port}, graphics {not a.nographics}")
+        channel = grpc.insecure_channel(f"localhost:{a.mlagents_port}")
+        call = channel.unary_unary(
+            EXCHANGE,
+            request_serializer=pb.UnityMessageProto.SerializeToString,
+            response_deserializer=pb.UnityMessageProto.FromString,
+        )
+        try:
+            grpc.channel_ready_future(channel).result(timeout=30)
+        except grpc.FutureTimeoutError:
+            self.log(f"no trainer listening on port {a.mlagents_port}")
+            return 1
+        hello = pb.UnityMessageProto(header=pb.HeaderProto(status=200))
+        init = hello.unity_output.rl_initialization_output
+        init.name, init.communication_version, init.package_version = (
+            "AcademySingleton",
+            a.api_version,
+            "stand-in",
+        )
+        init.capabilities.baseRLCapabilities = True
+        reply = call(hello)
+        if reply.header.status != 200:
+            self.log("trainer refused the connection")
+            return 0
+        self.log(
+            f"connected: trainer speaks {reply.unity_input.rl_initialization_input.communication_version}"
+        )
+        self.game.rng = np.random.default_rng(reply.unity_input.rl_initialization_input.seed)
+        reply = call(pb.UnityMessageProto(header=pb.HeaderProto(status=200)))
+        while True:
+            if reply.header.status != 200 or reply.unity_input.rl_input.command == pb.QUIT:
+                self.log(f"trainer closed the connection after {self.steps} steps")
+                return 0
+            self.apply(reply.unity_input.rl_input)
+            reply = call(self.output())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    try:
+        return Player(args).run()
+    except grpc.RpcError as err:
+        Log(args.log_file)(f"connection lost: {err.code()}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
