@@ -52,8 +52,8 @@ def port_free(port: int) -> bool:
 
 class _Servicer(pb_grpc.UnityToExternalProtoServicer):
     def __init__(self) -> None:
-        self.inbox: queue.Queue[pb.UnityMessageProto] = queue.Queue()
-        self.outbox: queue.Queue[pb.UnityMessageProto] = queue.Queue()
+        self.inbox: queue.SimpleQueue[pb.UnityMessageProto] = queue.SimpleQueue()
+        self.outbox: queue.SimpleQueue[pb.UnityMessageProto] = queue.SimpleQueue()
 
     def Exchange(self, request: pb.UnityMessageProto, context: grpc.ServicerContext) -> pb.UnityMessageProto:
         self.inbox.put(request)

@@ -90,6 +90,13 @@ class Camera:
             pygame.display.set_caption("stand-in player")
             log(f"graphics: SDL driver {pygame.display.get_driver()} on DISPLAY={os.environ.get('DISPLAY')}")
 
+    def close(self) -> None:
+        if self._screen is not None:
+            import pygame
+
+            pygame.display.quit()
+            self._screen = None
+
     def frame(self, marks: list[tuple[float, int]]) -> np.ndarray:
         """HWC uint8."""
         if self._screen is None:
