@@ -20,6 +20,7 @@ from envsdk.checkpoints import ManifestWriter
 from envsdk.config import BuiltConfig
 from envsdk.errors import UserError
 from envsdk.experiment import Experiment
+from envsdk.interrupt import Interrupter, checkpoint_when_asked
 from envsdk.plots import plot_reward_curve
 from envsdk.progress import RETURN, ProgressLine, fmt_duration, lookup
 
@@ -39,6 +40,7 @@ class Outcome:
     seconds: float
     plot: Path | None
     errors: list[str]
+    interrupted: str | None = None  # the signal that stopped the run, if one did
 
 
 def _run_info(exp: Experiment, built: BuiltConfig, score_attr: str | None, order: str) -> dict[str, Any]:
@@ -118,6 +120,11 @@ def run_experiment(
         built.config.callbacks(
             on_algorithm_init=functools.partial(restore_state, path=str(Path(restore).resolve()))
         )
+    interrupter = Interrupter(exp_dir)
+    on_result = built.config.callbacks_on_train_result
+    hooks = on_result if isinstance(on_result, list) else [on_result] if on_result else []
+    ask = functools.partial(checkpoint_when_asked, request=str(interrupter.request))
+    built.config.callbacks(on_train_result=[*hooks, ask])
     checkpoint_config = tune.CheckpointConfig(
         num_to_keep=exp.keep_checkpoints_num,
         checkpoint_score_attribute=score_attr,
@@ -134,6 +141,7 @@ def run_experiment(
         callbacks=[
             ProgressLine(exp.name, exp.stop),
             ManifestWriter(_run_info(exp, built, score_attr, order)),
+            interrupter,
         ],
         verbose=0,
     )
@@ -154,8 +162,14 @@ def run_experiment(
             tune_config=tune_config,
             run_config=run_config,
         )
-    grid = tuner.fit()
-    return summarise(exp, exp_dir, grid, metric, order)
+    interrupter.install()
+    try:
+        grid = tuner.fit()
+    finally:
+        interrupter.uninstall()
+    outcome = summarise(exp, exp_dir, grid, metric, order)
+    outcome.interrupted = interrupter.signal_name
+    return outcome
 
 
 def summarise(exp: Experiment, exp_dir: Path, grid: Any, metric: str, mode: str) -> Outcome:
@@ -198,9 +212,12 @@ def _best_checkpoint(result: Any, metric: str, mode: str) -> Path | None:
     return Path(result.checkpoint.path) if result.checkpoint else None
 
 
-def print_summary(out: Outcome) -> None:
+def print_summary(out: Outcome, resume_command: str | None = None) -> None:
     ret = f"{out.best_return:.1f}" if out.best_return is not None else "-"
-    print(f"done: {out.name}: return {ret} after {out.steps:,} env steps ({fmt_duration(out.seconds)})")
+    state = f"stopped by {out.interrupted}" if out.interrupted else "done"
+    print(f"{state}: {out.name}: return {ret} after {out.steps:,} env steps ({fmt_duration(out.seconds)})")
+    if out.interrupted and resume_command:
+        print(f"  resume with:     {resume_command}")
     if out.best_checkpoint:
         print(f"  best checkpoint: {out.best_checkpoint}")
         print(f"  evaluate it:     python rollout.py {out.best_checkpoint} --episodes 1")

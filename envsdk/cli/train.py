@@ -8,6 +8,7 @@ settings) is applied on top of every experiment's ``config``.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -197,9 +198,17 @@ def main(argv: list[str]) -> int:
         outcome = run_experiment(
             exp, b, storage_path=args.storage_path, resume=args.resume, restore=args.restore
         )
-        print_summary(outcome)
+        print_summary(outcome, resume_command(argv))
         failed |= bool(outcome.errors)
+        if outcome.interrupted:
+            break  # a signal stops the whole command, not just this experiment
     return 1 if failed else 0
+
+
+def resume_command(argv: list[str]) -> str:
+    """This command line with --resume (what to run after an interruption)."""
+    args = [a for a in argv if a != "--resume"]
+    return shlex.join(["python", "train.py", *args, "--resume"])
 
 
 def entry() -> None:

@@ -1,0 +1,100 @@
+"""SIGTERM / Ctrl-C during training: checkpoint, stop cleanly, say how to resume.
+
+SLURM sends SIGTERM when a job reaches its time limit (or ``--signal`` before
+it).  On the first SIGTERM or SIGINT the driver writes a request file into
+the experiment folder; every trial's algorithm sees it after its current
+iteration and asks Tune for a checkpoint (``should_checkpoint``); once every
+running trial has one, the driver ends the run with Tune's own graceful
+interruption (SIGUSR1), which keeps the trials unfinished so that
+``train.py --resume`` continues them from that checkpoint.  A second signal
+skips the checkpoint and stops at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from ray import tune
+
+REQUEST_FILE = ".envsdk-interrupt"
+
+
+def request_path(exp_dir: Path) -> Path:
+    return Path(exp_dir) / REQUEST_FILE
+
+
+def checkpoint_when_asked(*, algorithm: Any, result: dict, request: str, **_: Any) -> None:
+    """``callbacks_on_train_result`` hook (runs in the trial's actor)."""
+    if os.path.exists(request):
+        result["should_checkpoint"] = True
+
+
+class Interrupter(tune.Callback):
+    """Installs the signal handlers for one run and ends it once the checkpoints exist."""
+
+    def __init__(self, exp_dir: Path):
+        self.request = request_path(exp_dir)
+        self.signal_name: str | None = None
+        self._pending: set[str] | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __getstate__(self) -> dict:  # Tune pickles callbacks with the experiment state
+        return {"request": self.request, "signal_name": None, "_pending": None, "_previous": {}}
+
+    def install(self) -> None:
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"  # Ctrl-C comes to us first
+        self.request.unlink(missing_ok=True)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self._previous[sig] = signal.signal(sig, self._on_signal)
+
+    def uninstall(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+        self.request.unlink(missing_ok=True)
+
+    @property
+    def interrupted(self) -> bool:
+        return self.signal_name is not None
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        name = signal.Signals(signum).name
+        if self.signal_name is not None:
+            print(f"\n{name} again: stopping now, without a new checkpoint", file=sys.stderr, flush=True)
+            os.kill(os.getpid(), signal.SIGUSR1)
+            return
+        self.signal_name = name
+        print(
+            f"\n{name} received: finishing the current iteration and writing a checkpoint"
+            " (send it again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+        self.request.parent.mkdir(parents=True, exist_ok=True)
+        self.request.write_text(name)
+
+    def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
+        if self.signal_name is not None and self._pending is None:
+            self._pending = {t.trial_id for t in trials if t.status == "RUNNING"}
+            if not self._pending:
+                os.kill(os.getpid(), signal.SIGUSR1)
+
+    def _done(self, trial: Any) -> None:
+        if self._pending is None or trial.trial_id not in self._pending:
+            return
+        self._pending.discard(trial.trial_id)
+        if not self._pending:
+            os.kill(os.getpid(), signal.SIGUSR1)  # Tune's graceful stop: trials stay resumable
+
+    def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._done(trial)
+
+    def on_trial_error(self, iteration: int, trials: list, trial: Any, **info: Any) -> None:
+        self._done(trial)
