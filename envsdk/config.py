@@ -88,6 +88,22 @@ class BuiltConfig:
     env_info: EnvInfo
     search_space: dict[str, Any] = field(default_factory=dict)
     search_paths: list[Path] = field(default_factory=list)
+    auto_runners: bool = False  # num_env_runners: auto, sized once Ray is up (see size_env_runners)
+
+    def size_env_runners(self, cluster_cpus: float) -> int | None:
+        """``num_env_runners: auto``: every CPU of the cluster but the algorithm's and the learners'."""
+        if not self.auto_runners:
+            return None
+        c = self.config
+        def number(value: Any) -> float:  # RLlib writes "auto" for some of these
+            return float(value) if isinstance(value, int | float) and value else 1.0
+
+        learners = (c.num_learners or 0) * number(c.num_cpus_per_learner)
+        reserved = number(c.num_cpus_for_main_process) + learners
+        per_runner = number(c.num_cpus_per_env_runner)
+        count = max(0, int((cluster_cpus - reserved) // per_runner))
+        c.env_runners(num_env_runners=count)
+        return count
 
     def param_space(self) -> dict[str, Any]:
         """The dict handed to Tune: the config with search spaces overlaid."""
@@ -253,6 +269,9 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
         raw[key] = merge(raw[key], value) if nested else value
     values = translate(raw, valid_keys(algo_class))
     search = _extract_search_spaces(values)
+    auto_runners = values.get("num_env_runners") == "auto"
+    if auto_runners:
+        values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
 
     env_ref = values.pop("env", None) or exp.env
     env_config = dict(values.pop("env_config", None) or {})
@@ -316,4 +335,4 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
             f"{raw.source}: RLlib rejected the config: {first}",
             "adjust the named setting in the YAML (or the --config override)",
         ) from err
-    return BuiltConfig(algo_class, config, resolved, info, search, paths)
+    return BuiltConfig(algo_class, config, resolved, info, search, paths, auto_runners)

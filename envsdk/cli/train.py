@@ -47,7 +47,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--stop-timesteps", type=int)
     p.add_argument("--stop-reward", type=float)
     p.add_argument("--stop-time", type=float, help="stop after this many seconds of training")
-    p.add_argument("--num-workers", type=int, help="env runners (config num_env_runners)")
+    p.add_argument(
+        "--num-workers", type=_count_or_auto, help="env runners (num_env_runners); auto = all free CPUs"
+    )
     p.add_argument("--num-gpus", type=float, help="GPUs for the learner")
     p.add_argument("--seed", type=int)
     p.add_argument("--framework", help="only 'torch' (RLlib 2.60 dropped TensorFlow)")
@@ -180,6 +182,8 @@ def main(argv: list[str]) -> int:
             dry_run(exp, b)
         return 0
 
+    import ray
+
     from envsdk.ray_session import check_gpus, start_ray
     from envsdk.runner import print_summary, run_experiment
 
@@ -195,6 +199,9 @@ def main(argv: list[str]) -> int:
     failed = False
     for exp, b in zip(experiments, built, strict=True):
         check_gpus(b.config)
+        sized = b.size_env_runners(ray.cluster_resources().get("CPU", 0))
+        if sized is not None:
+            print(f"num_env_runners: auto -> {sized} (the cluster's CPUs less the algorithm's and learners')")
         outcome = run_experiment(
             exp, b, storage_path=args.storage_path, resume=args.resume, restore=args.restore
         )
@@ -203,6 +210,15 @@ def main(argv: list[str]) -> int:
         if outcome.interrupted:
             break  # a signal stops the whole command, not just this experiment
     return 1 if failed else 0
+
+
+def _count_or_auto(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
 
 
 def resume_command(argv: list[str]) -> str:
