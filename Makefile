@@ -16,15 +16,18 @@ $(STAMP): requirements.lock pyproject.toml
 	$(PY) -m pip install -q -c requirements.lock -e '.[test]'
 	touch $(STAMP)
 
-# Xvfb (and the X client libraries SDL loads) for the Unity bridge's graphics path. Installed
-# with apt-get when running as root on Debian/Ubuntu; otherwise the note says what to install.
-X_PACKAGES := xvfb libx11-6 libxext6 libxrandr2 libxcursor1 libxi6 libxfixes3 libxrender1 libxss1
+# System packages the tests use for real: Xvfb (and the X client libraries SDL loads) for the
+# Unity bridge's graphics path; Slurm and munge for the SLURM launcher's tests. Installed with
+# apt-get when running as root on Debian/Ubuntu; otherwise a note says what to install.
+SYS_PACKAGES := xvfb libx11-6 libxext6 libxrandr2 libxcursor1 libxi6 libxfixes3 libxrender1 libxss1 \
+	slurm-wlm munge
 sysdeps:
-	@command -v Xvfb >/dev/null || { \
+	@if ! command -v Xvfb >/dev/null || ! command -v slurmctld >/dev/null; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(X_PACKAGES) >/dev/null 2>&1 || \
-	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(X_PACKAGES) >/dev/null; }; \
-	  else echo "note: Xvfb is missing; Unity graphics tests will be skipped (sudo apt-get install $(X_PACKAGES))"; fi; }
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYS_PACKAGES) >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $(SYS_PACKAGES) >/dev/null; }; \
+	  else echo "note: Xvfb or Slurm is missing; their tests will be skipped (sudo apt-get install $(SYS_PACKAGES))"; fi; \
+	fi
 
 train: $(STAMP)
 	$(PY) train.py -f configs/cartpole-ppo.yaml
@@ -36,6 +39,7 @@ test: $(STAMP) sysdeps
 bench: $(STAMP) sysdeps
 	$(PY) benchmarks/solve_cartpole.py
 	$(PY) benchmarks/bridge.py
+	$(PY) benchmarks/scaling.py
 
 clean:
 	rm -rf $(VENV)

@@ -1,0 +1,164 @@
+"""The SLURM launcher against a real single-host Slurm (slurmctld + slurmd + munge from Debian).
+
+One real node runs the one-node script to completion (SIGTERM, checkpoint,
+requeue, resume).  Multi-node and heterogeneous scripts cannot run on one
+host (Debian's Slurm is built without multiple-slurmd support), so they are
+checked with ``sbatch --test-only`` against the same controller, which knows
+three more (ghost) nodes in a partition of their own, one with a GPU.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, free_port, progress_rows, trial_dirs
+
+BINARIES = ("slurmctld", "slurmd", "sbatch", "munged")
+pytestmark = pytest.mark.skipif(
+    any(shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists() for b in BINARIES)
+    or os.geteuid() != 0,
+    reason="needs Slurm and munge from Debian (`make test` installs them when run as root)",
+)
+MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
+
+
+def _slurm(*args: str, conf: Path, check: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    return subprocess.run(list(args), capture_output=True, text=True, env=env, check=check, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    base = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool", "log"):
+        (base / sub).mkdir()
+    host = socket.gethostname()
+    conf = base / "slurm.conf"
+    conf.write_text(
+        f"""ClusterName=envsdk-test
+SlurmctldHost={host}
+SlurmctldPort={free_port()}
+SlurmdPort={free_port()}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+GresTypes=gpu
+StateSaveLocation={base}/state
+SlurmdSpoolDir={base}/spool
+SlurmctldPidFile={base}/slurmctld.pid
+SlurmdPidFile={base}/slurmd.pid
+SlurmctldLogFile={base}/log/slurmctld.log
+SlurmdLogFile={base}/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+MpiDefault=none
+ReturnToService=2
+JobAcctGatherType=jobacct_gather/none
+NodeName={host} CPUs={os.cpu_count()} RealMemory=4000 State=UNKNOWN
+NodeName=ghost[1-2] NodeAddr=127.0.0.2 NodeHostname=ghost CPUs=2 RealMemory=4000 State=DOWN
+NodeName=ghostgpu NodeAddr=127.0.0.2 NodeHostname=ghost CPUs=2 RealMemory=4000 Gres=gpu:1 State=DOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
+PartitionName=cluster Nodes=ALL MaxTime=INFINITE State=UP
+"""
+    )
+    started: list[str] = []
+    if not MUNGE_SOCKET.exists():
+        MUNGE_SOCKET.parent.mkdir(parents=True, exist_ok=True)
+        shutil.chown(MUNGE_SOCKET.parent, "munge", "munge")
+        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
+        started.append("munged")
+    _slurm("slurmctld", "-c", "-f", str(conf), conf=conf)
+    _slurm("slurmd", "-f", str(conf), conf=conf)
+    deadline = time.time() + 60
+    while "idle" not in _slurm("sinfo", "-h", "-p", "debug", "-o", "%t", conf=conf, check=False).stdout:
+        assert time.time() < deadline, (base / "log" / "slurmctld.log").read_text()[-2000:]
+        time.sleep(1)
+    yield conf
+    for pidfile in ("slurmd.pid", "slurmctld.pid"):
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int((base / pidfile).read_text()), signal.SIGTERM)
+    if "munged" in started:
+        subprocess.run(["pkill", "-x", "munged"], check=False)
+
+
+def _script(tmp_path: Path, *args: str) -> Path:
+    out = tmp_path / "job.sbatch"
+    gen = subprocess.run(
+        [sys.executable, "-m", "envsdk.slurm", "-o", str(out), *args], capture_output=True, text=True
+    )
+    assert gen.returncode == 0, gen.stderr
+    return out
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        ["--cpus-per-node", "2"],
+        ["--nodes", "3", "--cpus-per-node", "2"],
+        ["--rollout-nodes", "2", "--gpu-nodes", "1", "--gpus-per-node", "1", "--cpus-per-node", "2"],
+    ],
+    ids=["one-node", "multi-node", "heterogeneous"],
+)
+def test_scripts_are_accepted_by_sbatch(slurm, tmp_path, shape):
+    partition = "debug" if len(shape) == 2 else "cluster"
+    script = _script(
+        tmp_path, *shape, "--partition", partition, "--requeue", "--", "-f", "configs/cartpole-ppo.yaml"
+    )
+    syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    out = _slurm("sbatch", "--test-only", str(script), conf=slurm, check=False)
+    assert out.returncode == 0 and "to start at" in out.stderr, out.stderr
+
+
+def test_one_node_job_checkpoints_requeues_and_resumes(slurm, tmp_path):
+    results, log = tmp_path / "results", tmp_path / "job-%j.out"
+    script = _script(
+        tmp_path, "--cpus-per-node", "2", "--requeue", "--output", str(log),
+        "--env-setup", f"export PATH={Path(sys.executable).parent}:$PATH",
+        "--", "-f", "configs/cartpole-ppo.yaml", "--stop-iters", "10", "--stop-reward", "1000",
+        "--local-dir", str(results),
+    )  # fmt: skip
+    job = _slurm(
+        "sbatch", "--parsable", "-p", "debug", "--chdir", str(ROOT), str(script), conf=slurm
+    ).stdout.strip()
+    deadline = time.time() + 240
+    while not (trial_dirs(results) and len(progress_rows(trial_dirs(results)[0])) >= 2):
+        assert time.time() < deadline, "the job did not start training"
+        time.sleep(0.5)
+    _slurm("scancel", "--signal=TERM", "--batch", job, conf=slurm)  # what --signal=B:TERM@N sends
+    while "Restarts=1" not in _slurm("scontrol", "show", "job", job, conf=slurm).stdout:
+        assert time.time() < deadline, "the job was not requeued"
+        time.sleep(1)
+    _slurm("scontrol", "update", f"JobId={job}", "StartTime=now", conf=slurm)  # skip Slurm's requeue delay
+    while "JobState=COMPLETED" not in (state := _slurm("scontrol", "show", "job", job, conf=slurm).stdout):
+        assert "FAILED" not in state and time.time() < deadline + 240, state
+        time.sleep(1)
+    text = Path(str(log).replace("%j", job)).read_text()
+    assert "stopped by SIGTERM" in text and "requeueing job" in text and "done: cartpole-ppo" in text
+    (trial,) = trial_dirs(results)  # the requeued run went on in the same trial
+    assert [int(r["training_iteration"]) for r in progress_rows(trial)] == list(range(1, 11))
+
+
+def test_launcher_mistakes_exit_2(tmp_path):
+    for args, message in (
+        ([], "no train.py arguments"),
+        (
+            ["--rollout-nodes", "2", "--", "-f", "x.yaml"],
+            "needs --rollout-nodes, --gpu-nodes and --gpus-per-node",
+        ),
+    ):
+        out = subprocess.run([sys.executable, "-m", "envsdk.slurm", *args], capture_output=True, text=True)
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
