@@ -71,11 +71,21 @@ def require_gpus(wanted: float, asker: str, fix: str) -> None:
         raise UserError(f"{asker} {wanted:g} GPU(s) but the Ray cluster has {have:g}", fix)
 
 
-def check_gpus(config) -> None:
-    """The learner's GPUs (``num_gpus_per_learner`` + ``num_gpus``) must exist."""
+def check_gpus(config, faked: bool = False) -> None:
+    """The learner's GPUs (``num_gpus_per_learner`` + ``num_gpus``) must exist.
+
+    ``faked``: the GPUs are ``--ray-num-gpus`` on a local Ray.  Where torch has
+    no CUDA the learner then computes on the CPU, so that GPU configs can be
+    tried out on a laptop.
+    """
     wanted = float(getattr(config, "num_gpus_per_learner", 0) or 0) + float(config.num_gpus or 0)
     require_gpus(
         wanted,
         "the config asks for",
         "set num_gpus_per_learner: 0, or fake GPUs for testing with --ray-num-gpus N",
     )
+    import torch
+
+    if faked and wanted > 0 and not torch.cuda.is_available():
+        notice("the GPUs are faked (--ray-num-gpus) and torch has no CUDA here: the learner runs on the CPU")
+        config.learners(num_gpus_per_learner=0)

@@ -34,6 +34,12 @@ class NodeEnv(gym.Wrapper):
 '''
 
 
+def _has_cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
 def _ray_start(*args: str) -> subprocess.Popen:
     common = [
         "--block", "--num-gpus=0", "--node-ip-address=127.0.0.1", "--disable-usage-stats",
@@ -98,3 +104,25 @@ def test_env_runners_spread_over_both_nodes(two_nodes, tmp_path):
     assert progress_rows(trial)
     nodes = {p.read_text() for p in marks.glob("*.node")}
     assert len(nodes) == 2, f"env runners ran on {len(nodes)} node(s)"
+
+
+def test_asking_for_gpus_the_cluster_lacks_exits_2(train):
+    out = train("-f", "configs/cartpole-ppo.yaml", "--num-gpus", "1", "--stop-iters", "1")
+    assert out.returncode == 2
+    assert "asks for 1 GPU(s) but the Ray cluster has 0" in out.stderr and "Traceback" not in out.stderr
+
+
+@pytest.mark.skipif(_has_cuda(), reason="torch has CUDA here: a faked GPU would be used for real")
+def test_faked_gpus_let_a_gpu_config_run_here(tmp_path):
+    """--ray-num-gpus on a machine without CUDA: the learner is scheduled as asked and computes on the CPU."""
+    out = run_train(
+        [
+            "-f", "configs/cartpole-ppo.yaml", "--num-gpus", "1", "--ray-num-gpus", "1",
+            "--ray-num-cpus", "2", "--stop-iters", "1", "--local-dir", str(tmp_path),
+        ],
+        timeout=300,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "torch has no CUDA here: the learner runs on the CPU" in out.stderr
+    (trial,) = trial_dirs(tmp_path)
+    assert len(progress_rows(trial)) == 1

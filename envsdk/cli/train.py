@@ -198,7 +198,7 @@ def main(argv: list[str]) -> int:
     )
     failed = False
     for exp, b in zip(experiments, built, strict=True):
-        check_gpus(b.config)
+        check_gpus(b.config, faked=bool(args.ray_num_gpus) and not args.ray_address)
         sized = b.size_env_runners(ray.cluster_resources().get("CPU", 0))
         if sized is not None:
             print(f"num_env_runners: auto -> {sized} (the cluster's CPUs less the algorithm's and learners')")
