@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ray import tune
+from ray.rllib.callbacks.callbacks import RLlibCallback
 
 REQUEST_FILE = ".envsdk-interrupt"
 
@@ -27,10 +28,17 @@ def request_path(exp_dir: Path) -> Path:
     return Path(exp_dir) / REQUEST_FILE
 
 
-def checkpoint_when_asked(*, algorithm: Any, result: dict, request: str, **_: Any) -> None:
-    """``callbacks_on_train_result`` hook (runs in the trial's actor)."""
-    if os.path.exists(request):
-        result["should_checkpoint"] = True
+class CheckpointOnRequest(RLlibCallback):
+    """Asks Tune for a checkpoint after an iteration once the driver has made a request.
+
+    Runs in the trial's actor; the request file sits in the experiment folder
+    (Tune's storage), which the actor finds through the trainable's storage.
+    """
+
+    def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
+        storage = getattr(algorithm, "_storage", None)
+        if storage is not None and request_path(Path(storage.experiment_fs_path)).exists():
+            result["should_checkpoint"] = True
 
 
 class Interrupter(tune.Callback):

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 from ray import tune
+from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from envsdk.checkpoints import ManifestWriter
 from envsdk.config import BuiltConfig
 from envsdk.errors import UserError
 from envsdk.experiment import Experiment
-from envsdk.interrupt import Interrupter, checkpoint_when_asked
+from envsdk.interrupt import CheckpointOnRequest, Interrupter
 from envsdk.plots import plot_reward_curve
 from envsdk.progress import RETURN, ProgressLine, fmt_duration, lookup
 
@@ -121,10 +122,9 @@ def run_experiment(
             on_algorithm_init=functools.partial(restore_state, path=str(Path(restore).resolve()))
         )
     interrupter = Interrupter(exp_dir)
-    on_result = built.config.callbacks_on_train_result
-    hooks = on_result if isinstance(on_result, list) else [on_result] if on_result else []
-    ask = functools.partial(checkpoint_when_asked, request=str(interrupter.request))
-    built.config.callbacks(on_train_result=[*hooks, ask])
+    current = built.config.callbacks_class  # keep a user's callbacks class: RLlib takes a list
+    users = [c for c in (current if isinstance(current, list) else [current]) if c is not RLlibCallback]
+    built.config.callbacks(callbacks_class=[*users, CheckpointOnRequest] if users else CheckpointOnRequest)
     checkpoint_config = tune.CheckpointConfig(
         num_to_keep=exp.keep_checkpoints_num,
         checkpoint_score_attribute=score_attr,
