@@ -37,9 +37,11 @@ test: $(STAMP) sysdeps
 	$(PY) -m pytest -q
 
 bench: $(STAMP) sysdeps
+	$(PY) -m pip install -q -c requirements.lock -e '.[bench]'
 	$(PY) benchmarks/solve_cartpole.py
 	$(PY) benchmarks/bridge.py
 	$(PY) benchmarks/scaling.py
+	$(PY) benchmarks/overhead.py
 
 clean:
 	rm -rf $(VENV)
