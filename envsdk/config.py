@@ -264,9 +264,9 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
     logging.getLogger("ray.rllib").setLevel(logging.ERROR)  # RLlib's "new API stack" banner
     raw = LineDict(copy.deepcopy(dict(exp.config)))
     raw.lines, raw.source = dict(exp.config.lines), exp.config.source
-    for key, value in (overrides or {}).items():
-        nested = isinstance(value, dict) and isinstance(raw.get(key), dict)
-        raw[key] = merge(raw[key], value) if nested else value
+    merged = merge(dict(raw), overrides or {})
+    for key in overrides or {}:
+        raw[key] = merged[key]  # item by item, so that raw keeps its YAML line numbers
     values = translate(raw, valid_keys(algo_class))
     search = _extract_search_spaces(values)
     auto_runners = values.get("num_env_runners") == "auto"

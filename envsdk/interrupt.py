@@ -65,10 +65,6 @@ class Interrupter(tune.Callback):
         self._previous.clear()
         self.request.unlink(missing_ok=True)
 
-    @property
-    def interrupted(self) -> bool:
-        return self.signal_name is not None
-
     def _on_signal(self, signum: int, frame: Any) -> None:
         name = signal.Signals(signum).name
         if self.signal_name is not None:

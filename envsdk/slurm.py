@@ -96,8 +96,7 @@ def _header(job: Job) -> list[str]:
         gpu_lines = _sbatch_lines(job, partition=gpu_partition, nodes=job.gpu_nodes, gpus=job.gpus_per_node)
         lines += ["#SBATCH hetjob", *gpu_lines]
     else:
-        gpus = job.gpus_per_node if job.gpu_nodes == 0 else 0
-        lines += _sbatch_lines(job, partition=job.partition, nodes=job.nodes, gpus=gpus)
+        lines += _sbatch_lines(job, partition=job.partition, nodes=job.nodes, gpus=job.gpus_per_node)
     lines += ["", "set -euo pipefail"]
     if job.env_setup:
         lines += ["# Environment (activation line given with --env-setup).", job.env_setup]

@@ -289,9 +289,7 @@ class UnityEnvironment:
             self._fill_actions(message)
         self._actions.clear()
         try:
-            output = self._comm.exchange(
-                message, timeout=self.settings.timeout_wait, alive=self._alive
-            )
+            output = self._comm.exchange(message, timeout=self.settings.timeout_wait, alive=self._alive)
         except PlayerTimeout as err:
             raise PlayerTimeout(f"{err}: {self._where()}") from err
         except PlayerClosed as err:

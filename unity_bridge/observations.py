@@ -34,9 +34,12 @@ def space_shape(obs: pb.ObservationProto) -> tuple[int, ...]:
 
 
 def _decoded_hw(obs: pb.ObservationProto) -> tuple[int, int]:
-    first = _split_png(obs.compressed_data)[0]
+    """Height and width of the first PNG, from its header alone (no decoding, no splitting)."""
+    data = obs.compressed_data
+    if not data.startswith(PNG_SIGNATURE):
+        raise ValueError("compressed observation does not start with a PNG image")
     # PNG IHDR: width and height are the big-endian int32s at bytes 16..24.
-    width, height = int.from_bytes(first[16:20], "big"), int.from_bytes(first[20:24], "big")
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     return height, width
 
 

@@ -16,13 +16,11 @@ from collections.abc import Iterator
 ENGINE_CONFIGURATION = uuid.UUID("e951342c-4f7e-11ea-b238-784f4387d1f7")
 ENVIRONMENT_PARAMETERS = uuid.UUID("534c891e-810f-11ea-a9d0-822485860400")
 STATS = uuid.UUID("a1d8f7b7-cec8-50f9-b78b-d3e165a78520")
-FLOAT_PROPERTIES = uuid.UUID("60ccf7d0-4f7e-11ea-b238-784f4387d1f7")
 
 # EngineConfiguration message types.
 SCREEN_RESOLUTION, QUALITY_LEVEL, TIME_SCALE, TARGET_FRAME_RATE, CAPTURE_FRAME_RATE = range(5)
 # EnvironmentParameters value types and sampler kinds.
-PARAM_FLOAT, PARAM_SAMPLER = 0, 1
-SAMPLER_UNIFORM, SAMPLER_GAUSSIAN, SAMPLER_MULTIRANGE = range(3)
+PARAM_FLOAT, PARAM_SAMPLER = 0, 1  # samplers are not sent: env_parameters are floats
 # Stats aggregation kinds.
 AVERAGE, MOST_RECENT, SUM, HISTOGRAM = range(4)
 
@@ -39,10 +37,6 @@ class Writer:
 
     def float32(self, value: float) -> Writer:
         self._parts.append(struct.pack("<f", value))
-        return self
-
-    def boolean(self, value: bool) -> Writer:
-        self._parts.append(struct.pack("<?", value))
         return self
 
     def string(self, value: str) -> Writer:
@@ -78,9 +72,6 @@ class Reader:
 
     def float32(self) -> float:
         return self._take("<f")[0]
-
-    def boolean(self) -> bool:
-        return self._take("<?")[0]
 
     def string(self) -> str:
         size = self.int32()
