@@ -114,9 +114,9 @@ class Camera:
 
 
 class Player:
-    def __init__(self, args: argparse.Namespace):
+    def __init__(self, args: argparse.Namespace, log: Log):
         self.args = args
-        self.log = Log(args.log_file)
+        self.log = log
         self.game: Game = make_game(
             args.game, agents=args.agents, seed=args.seed, decision_period=args.decision_period,
             max_steps=args.max_steps, actions=args.actions,
@@ -276,10 +276,11 @@ class Player:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
+    log = Log(args.log_file)  # opened once: reopening would truncate what the player wrote
     try:
-        return Player(args).run()
+        return Player(args, log).run()
     except grpc.RpcError as err:
-        Log(args.log_file)(f"connection lost: {err.code()}")
+        log(f"connection lost: {err.code()}")
         return 2
 
 
