@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -29,7 +30,6 @@ pytestmark = pytest.mark.skipif(
     or os.geteuid() != 0,
     reason="needs Slurm and munge from Debian (`make test` installs them when run as root)",
 )
-MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 
 
 def _slurm(*args: str, conf: Path, check: bool = True) -> subprocess.CompletedProcess:
@@ -38,7 +38,38 @@ def _slurm(*args: str, conf: Path, check: bool = True) -> subprocess.CompletedPr
 
 
 @pytest.fixture(scope="module")
-def slurm(tmp_path_factory):
+def munge_socket():
+    """A private munged with its own key and socket.
+
+    The system one cannot be trusted: Debian's package starts it at install
+    time, and in a container it is gone later while its socket file stays.
+    munged wants every directory above its socket searchable by all, so this
+    lives under /tmp rather than pytest's 0700 temp folder.
+    """
+    base = Path(tempfile.mkdtemp(prefix="envsdk-munge-"))
+    base.chmod(0o755)
+    private = base / "etc"
+    private.mkdir(mode=0o700)
+    key = private / "munge.key"
+    key.write_bytes(os.urandom(128))
+    key.chmod(0o600)
+    socket_path = base / "munge.socket"
+    subprocess.run(
+        [
+            "/usr/sbin/munged", f"--socket={socket_path}", f"--key-file={key}",
+            f"--log-file={private / 'munged.log'}", f"--pid-file={private / 'munged.pid'}",
+            f"--seed-file={private / 'munged.seed'}",
+        ],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
+    yield socket_path
+    with contextlib.suppress(OSError, ValueError):
+        os.kill(int((private / "munged.pid").read_text()), signal.SIGTERM)
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory, munge_socket):
     base = tmp_path_factory.mktemp("slurm")
     for sub in ("state", "spool", "log"):
         (base / sub).mkdir()
@@ -52,6 +83,7 @@ SlurmdPort={free_port()}
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+AuthInfo=socket={munge_socket}
 GresTypes=gpu
 StateSaveLocation={base}/state
 SlurmdSpoolDir={base}/spool
@@ -74,12 +106,6 @@ PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP
 PartitionName=cluster Nodes=ALL MaxTime=INFINITE State=UP
 """
     )
-    started: list[str] = []
-    if not MUNGE_SOCKET.exists():
-        MUNGE_SOCKET.parent.mkdir(parents=True, exist_ok=True)
-        shutil.chown(MUNGE_SOCKET.parent, "munge", "munge")
-        subprocess.run(["runuser", "-u", "munge", "--", "/usr/sbin/munged"], check=True)
-        started.append("munged")
     _slurm("slurmctld", "-c", "-f", str(conf), conf=conf)
     _slurm("slurmd", "-f", str(conf), conf=conf)
     deadline = time.time() + 60
@@ -90,8 +116,6 @@ PartitionName=cluster Nodes=ALL MaxTime=INFINITE State=UP
     for pidfile in ("slurmd.pid", "slurmctld.pid"):
         with contextlib.suppress(OSError, ValueError):
             os.kill(int((base / pidfile).read_text()), signal.SIGTERM)
-    if "munged" in started:
-        subprocess.run(["pkill", "-x", "munged"], check=False)
 
 
 def _script(tmp_path: Path, *args: str) -> Path:
