@@ -42,6 +42,7 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/bridge.py
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/startup.py
 
 clean:
 	rm -rf $(VENV)

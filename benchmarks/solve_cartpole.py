@@ -3,8 +3,8 @@
 For each seed, two whole processes are timed from launch to exit:
 
 * ours: ``python train.py -f configs/cartpole-ppo.yaml --seed S`` (Python,
-  Ray and Tune start-up included), episode returns averaged over the last 20
-  episodes (``metrics_num_episodes_for_smoothing: 20``);
+  imports, Ray start-up and shut-down included), episode returns averaged
+  over the last 20 episodes (``metrics_num_episodes_for_smoothing: 20``);
 * SB3: PPO with RL Zoo's CartPole-v1 hyperparameters (8 envs, n_steps 32,
   batch 256, 20 epochs, gamma 0.98, GAE 0.8, linear lr 1e-3 and clip 0.2),
   stopped by a callback once the last 20 episodes average the target.
@@ -167,7 +167,7 @@ def main() -> None:
         f"Machine: {machine()}. "
         f"`python benchmarks/solve_cartpole.py --seeds {' '.join(map(str, args.seeds))}`. "
         f"Criterion for both: mean return over the last {WINDOW} episodes >= {TARGET:g}; wall time is the "
-        "whole process from launch to exit (ours: Python, Ray and Tune start-up included; "
+        "whole process from launch to exit (ours: Python, imports, Ray start-up and shut-down included; "
         "SB3: Python and imports).",
         "",
         "| seed | ours: wall (s) | ours: env steps | SB3: wall (s) | SB3: env steps | wall ratio ours/SB3 |",

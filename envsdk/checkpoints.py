@@ -61,15 +61,19 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError) as err:
-        raise UserError(f"damaged checkpoint {folder}: {MANIFEST} is unreadable ({err})",
-                        "pick another checkpoint of the trial") from err
+        raise UserError(
+            f"damaged checkpoint {folder}: {MANIFEST} is unreadable ({err})",
+            "pick another checkpoint of the trial",
+        ) from err
 
 
 def verify(folder: Path) -> dict[str, Any] | None:
     """Check ``folder`` against its manifest; returns the manifest (None if it has none)."""
     if not (folder / RLLIB_MARKER).is_file():
-        raise UserError(f"{folder} is not an RLlib checkpoint (no {RLLIB_MARKER})",
-                        "pass a checkpoint_NNNNNN folder, a trial folder or an experiment folder")
+        raise UserError(
+            f"{folder} is not an RLlib checkpoint (no {RLLIB_MARKER})",
+            "pass a checkpoint_NNNNNN folder, a trial folder or an experiment folder",
+        )
     manifest = read_manifest(folder)
     if manifest is None:
         notice(f"{folder} has no {MANIFEST} (not written by train.py): its files cannot be verified")
@@ -77,8 +81,9 @@ def verify(folder: Path) -> dict[str, Any] | None:
     for name, want in manifest["files"].items():
         path = folder / name
         if not path.is_file():
-            raise UserError(f"damaged checkpoint {folder}: {name} is missing",
-                            "pick another checkpoint of the trial")
+            raise UserError(
+                f"damaged checkpoint {folder}: {name} is missing", "pick another checkpoint of the trial"
+            )
         size = path.stat().st_size
         if size != want["size"]:
             raise UserError(
@@ -87,8 +92,10 @@ def verify(folder: Path) -> dict[str, Any] | None:
                 "pick another checkpoint of the trial",
             )
         if _sha256(path) != want["sha256"]:
-            raise UserError(f"damaged checkpoint {folder}: {name} does not match its checksum",
-                            "pick another checkpoint of the trial")
+            raise UserError(
+                f"damaged checkpoint {folder}: {name} does not match its checksum",
+                "pick another checkpoint of the trial",
+            )
     return manifest
 
 
@@ -102,16 +109,21 @@ class ManifestWriter(tune.Callback):
         folder = Path(checkpoint.path)
         if not folder.is_dir():  # remote storage: nothing local to describe
             return
-        last = trial.last_result or {}
-        result = {
-            "training_iteration": last.get("training_iteration"),
-            RETURN: lookup(last, RETURN),
-            STEPS: lookup(last, STEPS),
-        }
-        score_attr = self.run.get("score_attr")
-        if score_attr:
-            result[score_attr] = lookup(last, score_attr)
+        result = summary(trial.last_result or {}, self.run.get("score_attr"))
         write_manifest(folder, {**self.run, "trial": trial.trial_id}, result)
+
+
+def summary(result: dict[str, Any], score_attr: str | None) -> dict[str, Any]:
+    """The part of a training result a checkpoint's manifest keeps (ranking, resuming)."""
+    kept = {
+        "training_iteration": result.get("training_iteration"),
+        "time_total_s": result.get("time_total_s"),
+        RETURN: lookup(result, RETURN),
+        STEPS: lookup(result, STEPS),
+    }
+    if score_attr:
+        kept[score_attr] = lookup(result, score_attr)
+    return kept
 
 
 @dataclass
@@ -172,5 +184,7 @@ def locate(path: str | Path) -> Located:
         ranked = [t for t in trials if t[1] is not None]
         best = max(ranked, key=lambda t: t[1]) if ranked else trials[-1]
         return Located(best[0], f"{best[2]} of the best trial {best[0].parent.name}")
-    raise UserError(f"no checkpoint in {given}",
-                    "train with --checkpoint-at-end or --checkpoint-freq N, then pass that folder")
+    raise UserError(
+        f"no checkpoint in {given}",
+        "train with --checkpoint-at-end or --checkpoint-freq N, then pass that folder",
+    )

@@ -95,6 +95,7 @@ class BuiltConfig:
         if not self.auto_runners:
             return None
         c = self.config
+
         def number(value: Any) -> float:  # RLlib writes "auto" for some of these
             return float(value) if isinstance(value, int | float) and value else 1.0
 

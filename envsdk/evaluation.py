@@ -242,8 +242,14 @@ class _TraceBuilder:
         self.terminated = self.truncated = False
 
     def build(self) -> Trace:
-        return Trace(_batch(self.obs), _batch(self.actions), np.asarray(self.rewards, dtype=np.float64),
-                     self.infos, self.terminated, self.truncated)
+        return Trace(
+            _batch(self.obs),
+            _batch(self.actions),
+            np.asarray(self.rewards, dtype=np.float64),
+            self.infos,
+            self.terminated,
+            self.truncated,
+        )
 
 
 class _PolicyLoop:
@@ -263,9 +269,7 @@ class _PolicyLoop:
         self.mapping = restored.worker_state.get("policy_mapping_fn")
         self.filters = restored.worker_state.get("filters", {})
         self.multi = restored.multi_agent
-        spaces = (
-            self.env.observation_spaces if self.multi else {AGENT: self.env.observation_space}
-        )
+        spaces = self.env.observation_spaces if self.multi else {AGENT: self.env.observation_space}
         self.preprocessors = {
             aid: ModelCatalog.get_preprocessor_for_space(space) for aid, space in spaces.items()
         }

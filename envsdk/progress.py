@@ -89,6 +89,13 @@ class ProgressLine(tune.Callback):
         if len(trials) > 1:
             running = sum(1 for t in trials if t.status == "RUNNING")
             line += f" | trials {running} running / {len(trials)}"
+        self.show(line)
+
+    def on_experiment_end(self, trials: list, **info: Any):
+        self.finish()
+
+    def show(self, line: str) -> None:
+        """Rewrite the live line (terminal) or log it (file, at most every ``log_every_s``)."""
         if self.tty:
             pad = max(0, self._width - len(line))
             self.stream.write("\r" + line + " " * pad)
@@ -98,7 +105,8 @@ class ProgressLine(tune.Callback):
             self._last_print = time.monotonic()
         self.stream.flush()
 
-    def on_experiment_end(self, trials: list, **info: Any):
+    def finish(self) -> None:
+        """End the live line so that what follows starts on a line of its own."""
         if self.tty and self._width:
             self.stream.write("\n")
             self.stream.flush()

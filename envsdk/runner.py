@@ -1,16 +1,17 @@
-"""Run experiments through Ray Tune and report what came out.
+"""Run experiments and report what came out.
 
 This is the experiment manager behind ``train.py``: it turns each
-:class:`~envsdk.experiment.Experiment` plus its built config into a Tune run
-(stop criteria, checkpoints, scheduler, search), shows the progress line,
-and at the end prints the best checkpoint and writes a reward-curve PNG.
+:class:`~envsdk.experiment.Experiment` plus its built config into a run.
+A single trial trains in this process (:mod:`envsdk.in_process`); trials
+that need Tune (samples, search spaces, schedulers, ``max_failures``, a GPU
+learner placed by Tune) become a Tune run.  Either way the progress line is
+live, and at the end come the best checkpoint and a reward-curve PNG.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,27 +22,13 @@ from envsdk.checkpoints import ManifestWriter
 from envsdk.config import BuiltConfig
 from envsdk.errors import UserError
 from envsdk.experiment import Experiment
+from envsdk.in_process import run_trial, runs_in_process
 from envsdk.interrupt import CheckpointOnRequest, Interrupter
+from envsdk.outcome import Outcome
 from envsdk.plots import plot_reward_curve
-from envsdk.progress import RETURN, ProgressLine, fmt_duration, lookup
+from envsdk.progress import RETURN, ProgressLine, lookup
 
 DEFAULT_STORAGE = Path("~/ray_results").expanduser()
-
-
-@dataclass
-class Outcome:
-    """What one experiment produced."""
-
-    name: str
-    experiment_dir: Path
-    trial_dir: Path | None
-    best_checkpoint: Path | None
-    best_return: float | None
-    steps: int
-    seconds: float
-    plot: Path | None
-    errors: list[str]
-    interrupted: str | None = None  # the signal that stopped the run, if one did
 
 
 def _run_info(exp: Experiment, built: BuiltConfig, score_attr: str | None, order: str) -> dict[str, Any]:
@@ -121,6 +108,9 @@ def run_experiment(
         built.config.callbacks(
             on_algorithm_init=functools.partial(restore_state, path=str(Path(restore).resolve()))
         )
+    run_info = _run_info(exp, built, score_attr, order)
+    if runs_in_process(exp, built) and not (resume and tune.Tuner.can_restore(str(exp_dir))):
+        return run_trial(exp, built, exp_dir, run_info, resume=resume)
     interrupter = Interrupter(exp_dir)
     current = built.config.callbacks_class  # keep a user's callbacks class: RLlib takes a list
     users = [c for c in (current if isinstance(current, list) else [current]) if c is not RLlibCallback]
@@ -140,7 +130,7 @@ def run_experiment(
         failure_config=tune.FailureConfig(max_failures=exp.max_failures),
         callbacks=[
             ProgressLine(exp.name, exp.stop),
-            ManifestWriter(_run_info(exp, built, score_attr, order)),
+            ManifestWriter(run_info),
             interrupter,
         ],
         verbose=0,
@@ -210,20 +200,3 @@ def _best_checkpoint(result: Any, metric: str, mode: str) -> Path | None:
         pick = (max if mode == "max" else min)(scored, key=lambda cv: cv[1])[0]
         return Path(pick.path)
     return Path(result.checkpoint.path) if result.checkpoint else None
-
-
-def print_summary(out: Outcome, resume_command: str | None = None) -> None:
-    ret = f"{out.best_return:.1f}" if out.best_return is not None else "-"
-    state = f"stopped by {out.interrupted}" if out.interrupted else "done"
-    print(f"{state}: {out.name}: return {ret} after {out.steps:,} env steps ({fmt_duration(out.seconds)})")
-    if out.interrupted and resume_command:
-        print(f"  resume with:     {resume_command}")
-    if out.best_checkpoint:
-        print(f"  best checkpoint: {out.best_checkpoint}")
-        print(f"  evaluate it:     python rollout.py {out.best_checkpoint} --episodes 1")
-    if out.plot:
-        print(f"  reward curve:    {out.plot}")
-    if out.trial_dir:
-        print(f"  results:         {out.trial_dir}")
-    for err in out.errors:
-        print(f"  trial failed:    {err}")

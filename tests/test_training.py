@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import textwrap
 from pathlib import Path
 
+from envsdk.checkpoints import verify
 from tests.conftest import ROOT, progress_rows, trial_dirs
 
 
@@ -46,3 +49,59 @@ def test_restore_continues_from_checkpoint(train):
     after = progress_rows(newest)[0]
     # Counters and the policy carry over: the lifetime step count keeps counting.
     assert float(after["num_env_steps_sampled_lifetime"]) > float(before["num_env_steps_sampled_lifetime"])
+
+
+def test_single_trial_folder_matches_tunes(train):
+    """One trial trains in train.py's process; its folder holds what a Tune trial's does."""
+    out = train(
+        "-f", "configs/cartpole-ppo.yaml", "--stop-iters", "4", "--checkpoint-freq", "1",
+        "--keep-checkpoints-num", "2", "--checkpoint-score-attr", "env_runners/episode_return_mean",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    (trial,) = trial_dirs(train.results)
+    assert not list(trial.parent.glob("experiment_state*")), "went through Tune"
+    rows = progress_rows(trial)
+    assert [int(r["training_iteration"]) for r in rows] == [1, 2, 3, 4]
+    assert all(r["env_runners/episode_return_mean"] for r in rows)
+    results = [json.loads(line) for line in (trial / "result.json").read_text().splitlines()]
+    assert [r["training_iteration"] for r in results] == [1, 2, 3, 4]
+    assert json.loads((trial / "params.json").read_text())["lr"] == results[0]["config"]["lr"]
+    assert list(trial.glob("events.out.tfevents*")) and (trial / "reward.png").is_file()
+    # Best two by return, plus the latest; each verifies against its manifest.
+    kept = sorted(trial.glob("checkpoint_*"))
+    returns = {i + 1: float(r["env_runners/episode_return_mean"]) for i, r in enumerate(rows)}
+    best_two = sorted(returns, key=returns.get, reverse=True)[:2]
+    assert {verify(c)["result"]["training_iteration"] for c in kept} == {*best_two, 4}
+    best = max(kept, key=lambda c: verify(c)["result"]["env_runners/episode_return_mean"])
+    assert _checkpoint(out.stdout) == best
+
+
+def test_env_failing_mid_training_is_reported(train, tmp_path):
+    (tmp_path / "flaky_env.py").write_text(
+        textwrap.dedent(
+            """
+            import gymnasium as gym
+
+            class Flaky(gym.Wrapper):
+                def __init__(self, config=None):
+                    super().__init__(gym.make("CartPole-v1"))
+                    self.steps = 0
+                def step(self, action):
+                    self.steps += 1
+                    if self.steps > 3000:
+                        raise RuntimeError("the simulator lost its licence")
+                    return self.env.step(action)
+            """
+        )
+    )
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(
+        "flaky:\n  run: PPO\n  env: flaky_env.Flaky\n"
+        "  config: {num_env_runners: 0, train_batch_size: 1000, minibatch_size: 250}\n"
+    )
+    out = train("-f", str(cfg), "--stop-iters", "50")
+    assert out.returncode == 1
+    (trial,) = trial_dirs(train.results)
+    assert f"trial failed:    {trial}: RuntimeError: the simulator lost its licence" in out.stdout
+    assert "Traceback" in (trial / "error.txt").read_text()
+    assert 1 <= len(progress_rows(trial)) < 50

@@ -12,11 +12,10 @@ import itertools
 import logging
 import math
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-from envsdk.errors import UserError, run_cli
+from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice
 from envsdk.yamlio import parse_scalar
 
@@ -36,8 +35,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, help="env steps to play in total (the last episode may be cut)")
     p.add_argument("--num-workers", type=int, default=0, help="parallel evaluation env runners")
     p.add_argument("--num-gpus", type=float, default=0.0, help="GPUs for the evaluation workers")
-    p.add_argument("--explore", action=argparse.BooleanOptionalAction, default=False,
-                   help="sample actions as in training (default: deterministic, --no-explore)")
+    p.add_argument(
+        "--explore",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="sample actions as in training (default: deterministic, --no-explore)",
+    )
     p.add_argument("--seed", type=int, help="seed the envs (and exploration)")
     p.add_argument("--render", action="store_true", help="show the env's own window (render_mode human)")
     p.add_argument("--out", help=f"experience file (.npz; default CHECKPOINT/{DEFAULT_OUT})")
@@ -64,8 +67,10 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.render and args.num_workers:
         raise UserError("--render shows a window from this process", "drop --num-workers")
     if args.out and not args.out.endswith(".npz"):
-        raise UserError(f"--out {args.out}: the experience file is a NumPy .npz archive",
-                        f"name it e.g. {Path(args.out).with_suffix('.npz').name}")
+        raise UserError(
+            f"--out {args.out}: the experience file is a NumPy .npz archive",
+            f"name it e.g. {Path(args.out).with_suffix('.npz').name}",
+        )
 
 
 def _env_config(text: str | None) -> dict[str, Any] | None:
@@ -161,8 +166,10 @@ def main(argv: list[str]) -> int:
     found = locate(args.checkpoint)
     print(f"checkpoint: {found.checkpoint} ({found.why})")
     restored = load(found.checkpoint, args.run, args.env, _env_config(args.env_config))
-    print(f"policy: {restored.algorithm} on {restored.env.name}"
-          + (" (old API stack)" if not restored.new_stack else ""))
+    print(
+        f"policy: {restored.algorithm} on {restored.env.name}"
+        + (" (old API stack)" if not restored.new_stack else "")
+    )
 
     if args.export_onnx:
         from envsdk.onnx_export import export
@@ -172,8 +179,8 @@ def main(argv: list[str]) -> int:
         if args.episodes is None and args.steps is None:
             return 0
 
-    video_dir = Path(args.video).resolve() if args.video else (
-        found.checkpoint / "monitor" if args.monitor else None
+    video_dir = (
+        Path(args.video).resolve() if args.video else (found.checkpoint / "monitor" if args.monitor else None)
     )
     frames = _probe_frames(restored) if video_dir else None
     workers = args.num_workers or (1 if args.num_gpus else 0)
@@ -187,8 +194,16 @@ def main(argv: list[str]) -> int:
     from envsdk.evaluation import EvalSpec
 
     staging = video_dir / ".staging" if video_dir else None
-    spec = EvalSpec(restored, args.explore, args.seed, staging, frames, args.render, workers,
-                    args.num_gpus / workers if workers else 0.0)
+    spec = EvalSpec(
+        restored,
+        args.explore,
+        args.seed,
+        staging,
+        frames,
+        args.render,
+        workers,
+        args.num_gpus / workers if workers else 0.0,
+    )
     episodes = None if args.steps else (args.episodes or 1)
     records = evaluate(spec, workers, episodes, args.steps, args.num_gpus)
     if not records:
@@ -234,4 +249,4 @@ def _probe_frames(restored: Any) -> tuple[str, tuple]:
 
 
 def entry() -> None:
-    sys.exit(run_cli(main))
+    exit_now(run_cli(main))

@@ -8,12 +8,13 @@ settings) is applied on top of every experiment's ``config``.
 from __future__ import annotations
 
 import argparse
+import importlib
 import shlex
-import sys
+import threading
 from pathlib import Path
 from typing import Any
 
-from envsdk.errors import UserError, run_cli
+from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice
 from envsdk.yamlio import LineDict, parse_scalar
 
@@ -184,10 +185,15 @@ def main(argv: list[str]) -> int:
 
     import ray
 
+    from envsdk.outcome import print_summary
     from envsdk.ray_session import check_gpus, start_ray
-    from envsdk.runner import print_summary, run_experiment
+    from envsdk.runner import run_experiment
 
     code_paths = sorted({p for b in built for p in b.search_paths} | {Path.cwd()})
+    # torch's optimizers import torch._dynamo when the first one is made (~1.5 s
+    # here); doing that while Ray starts its processes hides most of it.
+    preload = threading.Thread(target=importlib.import_module, args=("torch._dynamo",), daemon=True)
+    preload.start()
     start_ray(
         args.ray_address,
         num_cpus=args.ray_num_cpus,
@@ -196,19 +202,25 @@ def main(argv: list[str]) -> int:
         temp_dir=args.temp_dir,
         code_paths=code_paths,
     )
+    preload.join()
     failed = False
-    for exp, b in zip(experiments, built, strict=True):
-        check_gpus(b.config, faked=bool(args.ray_num_gpus) and not args.ray_address)
-        sized = b.size_env_runners(ray.cluster_resources().get("CPU", 0))
-        if sized is not None:
-            print(f"num_env_runners: auto -> {sized} (the cluster's CPUs less the algorithm's and learners')")
-        outcome = run_experiment(
-            exp, b, storage_path=args.storage_path, resume=args.resume, restore=args.restore
-        )
-        print_summary(outcome, resume_command(argv))
-        failed |= bool(outcome.errors)
-        if outcome.interrupted:
-            break  # a signal stops the whole command, not just this experiment
+    try:
+        for exp, b in zip(experiments, built, strict=True):
+            check_gpus(b.config, faked=bool(args.ray_num_gpus) and not args.ray_address)
+            sized = b.size_env_runners(ray.cluster_resources().get("CPU", 0))
+            if sized is not None:
+                why = "the cluster's CPUs less the algorithm's and learners'"
+                print(f"num_env_runners: auto -> {sized} ({why})")
+            outcome = run_experiment(
+                exp, b, storage_path=args.storage_path, resume=args.resume, restore=args.restore
+            )
+            print_summary(outcome, resume_command(argv))
+            failed |= bool(outcome.errors)
+            if outcome.interrupted:
+                break  # a signal stops the whole command, not just this experiment
+    finally:
+        # Now rather than at exit: Ray's exit hook stops its processes more slowly.
+        ray.shutdown()
     return 1 if failed else 0
 
 
@@ -228,4 +240,4 @@ def resume_command(argv: list[str]) -> str:
 
 
 def entry() -> None:
-    sys.exit(run_cli(main))
+    exit_now(run_cli(main))
