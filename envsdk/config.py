@@ -259,6 +259,24 @@ def merge(base: dict, extra: dict) -> dict:
     return out
 
 
+def _continuous_actions(info: EnvInfo) -> bool:
+    """Whether any action space of the env has a Box in it (True when unknown)."""
+    spaces = [act for _, act in info.policies.values()] if info.policies else [info.action_space]
+    if any(space is None for space in spaces):
+        return True
+
+    def has_box(space: gym.Space) -> bool:
+        if isinstance(space, gym.spaces.Box):
+            return True
+        if isinstance(space, gym.spaces.Dict):
+            return any(has_box(sub) for sub in space.spaces.values())
+        if isinstance(space, gym.spaces.Tuple):
+            return any(has_box(sub) for sub in space.spaces)
+        return False
+
+    return any(has_box(space) for space in spaces)
+
+
 def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> BuiltConfig:
     """Validate ``exp.config`` (plus CLI overrides) and build the AlgorithmConfig."""
     algo_class = algorithm_class(exp.run)
@@ -304,6 +322,11 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
     values.setdefault("log_level", "ERROR")
     for key, value in getattr(target, "config_defaults", {}).items():
         values.setdefault(key, value)  # the env's own defaults; the YAML wins
+    if not _continuous_actions(info):
+        # Nothing to unsquash or clip, but RLlib's connector would still copy and
+        # walk every action it sends to the env (~15% of CartPole's sampling time).
+        values.setdefault("normalize_actions", False)
+        values.setdefault("clip_actions", False)
 
     config: AlgorithmConfig = algo_class.get_default_config()
     if model.old_stack:

@@ -165,3 +165,19 @@ def test_old_gym_api_adapter(capsys):
     assert obs.dtype == np.float32 and obs.shape == (2,) and info == {}
     assert env.step(0)[2:4] == (True, False)
     assert env.step(1)[2:4] == (False, True)
+
+
+def test_action_normalisation_only_for_continuous_actions(tmp_path):
+    """Discrete actions skip RLlib's normalise/clip connector; Box actions keep it; the YAML wins."""
+    path = tmp_path / "envs.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        discrete: {run: PPO, env: CartPole-v1}
+        continuous: {run: PPO, env: Pendulum-v1}
+        told: {run: PPO, env: CartPole-v1, config: {normalize_actions: true}}
+    """)
+    )
+    built = {exp.name: build_config(exp, {}).config for exp in load_experiments(path)}
+    assert (built["discrete"].normalize_actions, built["discrete"].clip_actions) == (False, False)
+    assert built["continuous"].normalize_actions is True
+    assert built["told"].normalize_actions is True
