@@ -190,9 +190,7 @@ def main(argv: list[str]) -> int:
     from envsdk.runner import run_experiment
 
     code_paths = sorted({p for b in built for p in b.search_paths} | {Path.cwd()})
-    # torch's optimizers import torch._dynamo when the first one is made (~1.5 s
-    # here); doing that while Ray starts its processes hides most of it.
-    preload = threading.Thread(target=importlib.import_module, args=("torch._dynamo",), daemon=True)
+    preload = threading.Thread(target=_preload, daemon=True)
     preload.start()
     start_ray(
         args.ray_address,
@@ -222,6 +220,18 @@ def main(argv: list[str]) -> int:
         # Now rather than at exit: Ray's exit hook stops its processes more slowly.
         ray.shutdown()
     return 1 if failed else 0
+
+
+# Imported on first use during training: torch._dynamo by the first torch
+# optimizer (~1.5 s here), tensorboardX by the result log, matplotlib by the
+# reward plot.  Importing them while Ray starts its processes (the main thread
+# mostly waits then) takes them off the critical path.
+PRELOAD = ("torch._dynamo", "tensorboardX", "matplotlib.figure", "matplotlib.backends.backend_agg")
+
+
+def _preload() -> None:
+    for name in PRELOAD:
+        importlib.import_module(name)
 
 
 def _count_or_auto(text: str) -> int | str:
