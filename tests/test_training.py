@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
 from envsdk.checkpoints import verify
-from tests.conftest import ROOT, progress_rows, trial_dirs
+from tests.conftest import ROOT, progress_rows, run_train, trial_dirs
 
 
 def _checkpoint(stdout: str) -> Path:
@@ -105,3 +108,23 @@ def test_env_failing_mid_training_is_reported(train, tmp_path):
     assert f"trial failed:    {trial}: RuntimeError: the simulator lost its licence" in out.stdout
     assert "Traceback" in (trial / "error.txt").read_text()
     assert 1 <= len(progress_rows(trial)) < 50
+
+
+def test_local_ray_started_by_train_py_is_gone_after_it(tmp_path):
+    """Without --ray-address train.py starts its own Ray and ends all of it (monitor included) on exit."""
+    temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    try:
+        out = run_train(
+            ["-f", "configs/cartpole-ppo.yaml", "--stop-iters", "1", "--ray-num-cpus", "2",
+             "--temp-dir", str(temp), "--local-dir", str(tmp_path)],
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert "done: cartpole-ppo" in out.stdout and "autoscaler" not in out.stderr
+        left = []
+        for proc in Path("/proc").iterdir():
+            with contextlib.suppress(OSError):
+                if proc.name.isdigit() and str(temp).encode() in (proc / "cmdline").read_bytes():
+                    left.append((proc / "cmdline").read_bytes().replace(b"\0", b" ")[:120])
+        assert not left, left
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
