@@ -18,11 +18,14 @@ def start_ray(
     object_store_memory: int | None = None,
     temp_dir: str | None = None,
     code_paths: list[Path] | None = None,
+    prestart_workers: bool = True,
 ) -> None:
     """Join the cluster at ``address`` ('auto' reads RAY_ADDRESS) or start a local Ray.
 
     ``code_paths`` go on the workers' PYTHONPATH so env and model modules
-    next to the YAML file import there too.
+    next to the YAML file import there too.  ``prestart_workers=False``: a
+    local Ray does not start idle worker processes ahead of tasks (one per
+    CPU), which only take CPU from a run that needs no workers.
     """
     import ray
 
@@ -54,6 +57,9 @@ def start_ray(
             object_store_memory=object_store_memory,
             _temp_dir=str(Path(temp_dir).resolve()) if temp_dir else None,
         )
+        if not prestart_workers:
+            no_prestart = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
+            kwargs["_system_config"] = no_prestart
     try:
         ray.init(**kwargs)
         if not address:

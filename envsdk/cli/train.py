@@ -194,6 +194,7 @@ def main(argv: list[str]) -> int:
     preload.start()
     start_ray(
         args.ray_address,
+        prestart_workers=any(_needs_ray_workers(exp, b) for exp, b in zip(experiments, built, strict=True)),
         num_cpus=args.ray_num_cpus,
         num_gpus=args.ray_num_gpus,
         object_store_memory=args.ray_object_store_memory,
@@ -226,6 +227,15 @@ def main(argv: list[str]) -> int:
 # reward plot.  Importing them while Ray starts its processes (the main thread
 # mostly waits then) takes them off the critical path.
 PRELOAD = ("torch._dynamo", "tensorboardX", "matplotlib.figure", "matplotlib.backends.backend_agg")
+
+
+def _needs_ray_workers(exp: Any, built: Any) -> bool:
+    """Whether the run creates Ray actors: a Tune trial, env runners or learners outside this process."""
+    from envsdk.in_process import runs_in_process
+
+    c = built.config
+    remote = built.auto_runners or c.num_env_runners or c.evaluation_num_env_runners or c.num_learners
+    return bool(remote) or not runs_in_process(exp, built)
 
 
 def _preload() -> None:
