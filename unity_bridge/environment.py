@@ -231,11 +231,12 @@ class UnityEnvironment:
 
     def close(self) -> None:
         """End the player, its server and its Xvfb. Safe to call more than once."""
+        told_to_quit = self._comm is not None
         if self._comm is not None:
             self._comm.close()
             self._comm = None
         if self._player is not None:
-            self._player.stop()
+            self._player.stop(exit_wait=2.0 if told_to_quit else 0.0)
             self._player = None
         if self._display is not None:
             self._display.stop()

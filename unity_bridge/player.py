@@ -108,8 +108,14 @@ class PlayerProcess:
         rss_kb = int(fields.get("VmRSS", "0 kB").split()[0])
         return ProcessStats(threads=int(fields.get("Threads", "0")), rss_mb=rss_kb / 1024)
 
-    def stop(self, grace: float = 3.0) -> None:
-        """End the player's whole process group: SIGTERM, then SIGKILL after ``grace`` s."""
+    def stop(self, grace: float = 3.0, exit_wait: float = 0.0) -> None:
+        """End the player's whole process group: SIGTERM, then SIGKILL after ``grace`` s.
+
+        ``exit_wait``: a player that was told to quit gets this long to exit on
+        its own first (and to finish its log), as mlagents-envs allows.
+        """
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=exit_wait)
         for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self._proc.pid, sig)
