@@ -7,6 +7,7 @@ and the cluster-join path is exercised on every run).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -34,6 +35,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Pids of the processes whose command line contains ``text`` (Ray's carry their temp dir)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            with contextlib.suppress(OSError):
+                if text.encode() in (proc / "cmdline").read_bytes():
+                    found.append(int(proc.name))
+    return found
+
+
+def end_processes_mentioning(text: str) -> None:
+    """SIGKILL what outlived a Ray cluster's own shut-down (a worker of a failed run once did)."""
+    for pid in processes_mentioning(text):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="session")
@@ -77,6 +96,7 @@ def ray_address(tmp_path_factory) -> str:
         proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
+    end_processes_mentioning(str(temp))
 
 
 def run_train(args: list[str], cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port, progress_rows, run_train, trial_dirs
+from tests.conftest import end_processes_mentioning, free_port, progress_rows, run_train, trial_dirs
 
 RAY = str(Path(sys.executable).parent / "ray")
 NODE_ENV = '''
@@ -64,8 +64,9 @@ def _alive_nodes(address: str) -> int:
 def two_nodes():
     port = free_port()
     address = f"127.0.0.1:{port}"
+    temp = f"/tmp/envsdk-ray2-{os.getpid()}"
     head = _ray_start("--head", f"--port={port}", "--num-cpus=2", "--include-dashboard=false",
-                      f"--temp-dir=/tmp/envsdk-ray2-{os.getpid()}")  # fmt: skip
+                      f"--temp-dir={temp}")  # fmt: skip
     procs = [head]
     try:
         time.sleep(5)
@@ -83,6 +84,7 @@ def two_nodes():
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+        end_processes_mentioning(temp)
 
 
 def test_env_runners_spread_over_both_nodes(two_nodes, tmp_path):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import shutil
 import tempfile
@@ -10,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from envsdk.checkpoints import verify
-from tests.conftest import ROOT, progress_rows, run_train, trial_dirs
+from tests.conftest import ROOT, processes_mentioning, progress_rows, run_train, trial_dirs
 
 
 def _checkpoint(stdout: str) -> Path:
@@ -120,11 +119,6 @@ def test_local_ray_started_by_train_py_is_gone_after_it(tmp_path):
         )  # fmt: skip
         assert out.returncode == 0, out.stderr[-3000:]
         assert "done: cartpole-ppo" in out.stdout and "autoscaler" not in out.stderr
-        left = []
-        for proc in Path("/proc").iterdir():
-            with contextlib.suppress(OSError):
-                if proc.name.isdigit() and str(temp).encode() in (proc / "cmdline").read_bytes():
-                    left.append((proc / "cmdline").read_bytes().replace(b"\0", b" ")[:120])
-        assert not left, left
+        assert not processes_mentioning(str(temp))
     finally:
         shutil.rmtree(temp, ignore_errors=True)
