@@ -138,7 +138,12 @@ def _checkpoints(trial: Path) -> list[Path]:
     return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir() and (p / RLLIB_MARKER).is_file())
 
 
-def _score(manifest: dict[str, Any] | None) -> tuple[str, float] | None:
+def complete_checkpoints(trial: Path) -> list[Path]:
+    """A trial's checkpoints whose manifest (written last) exists, oldest first."""
+    return [c for c in _checkpoints(trial) if (c / MANIFEST).is_file()]
+
+
+def score(manifest: dict[str, Any] | None) -> tuple[str, float] | None:
     """(attribute, value) to rank a checkpoint by: the run's score attribute, else the return."""
     if manifest is None:
         return None
@@ -149,21 +154,22 @@ def _score(manifest: dict[str, Any] | None) -> tuple[str, float] | None:
     return attr, float(value) if manifest["run"].get("score_mode", "max") == "max" else -float(value)
 
 
-def _best_in_trial(trial: Path) -> tuple[Path, float | None, str] | None:
+def best_in_trial(trial: Path) -> tuple[Path, float | None, str] | None:
+    """(checkpoint, its score, how it was picked): the best by the run's score attribute, else the latest."""
     found = _checkpoints(trial)
     complete = [(c, read_manifest(c)) for c in found if (c / MANIFEST).is_file()]
     if not found:
         return None
     if not complete:
         return found[-1], None, "its latest checkpoint"
-    scored = [(c, _score(m)) for c, m in complete]
+    scored = [(c, score(m)) for c, m in complete]
     scored = [(c, s) for c, s in scored if s is not None]
     if scored and complete[0][1]["run"].get("score_attr"):
         best, (attr, value) = max(scored, key=lambda cs: cs[1][1])
         return best, value, f"its best checkpoint by {attr}"
     latest, manifest = complete[-1]
-    score = _score(manifest)
-    return latest, score[1] if score else None, "its latest checkpoint"
+    ranked = score(manifest)
+    return latest, ranked[1] if ranked else None, "its latest checkpoint"
 
 
 def locate(path: str | Path) -> Located:
@@ -176,10 +182,10 @@ def locate(path: str | Path) -> Located:
         given = given.parent
     if (given / RLLIB_MARKER).is_file():
         return Located(given, "checkpoint")
-    trial = _best_in_trial(given)
+    trial = best_in_trial(given)
     if trial is not None:
         return Located(trial[0], f"{trial[2]} of trial {given.name}")
-    trials = [t for t in (_best_in_trial(d) for d in sorted(given.iterdir()) if d.is_dir()) if t]
+    trials = [t for t in (best_in_trial(d) for d in sorted(given.iterdir()) if d.is_dir()) if t]
     if trials:
         ranked = [t for t in trials if t[1] is not None]
         best = max(ranked, key=lambda t: t[1]) if ranked else trials[-1]

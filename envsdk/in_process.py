@@ -27,7 +27,14 @@ from typing import Any
 
 from ray.tune.utils import flatten_dict
 
-from envsdk.checkpoints import MANIFEST, read_manifest, summary, write_manifest
+from envsdk.checkpoints import (
+    best_in_trial,
+    complete_checkpoints,
+    read_manifest,
+    score,
+    summary,
+    write_manifest,
+)
 from envsdk.config import BuiltConfig
 from envsdk.errors import UserError
 from envsdk.experiment import Experiment
@@ -123,24 +130,26 @@ def _root_cause(err: BaseException) -> BaseException:
     return err
 
 
-def _complete_checkpoints(trial_dir: Path) -> list[Path]:
-    """Checkpoint folders whose manifest (written last) exists, oldest first."""
-    return [p for p in sorted(trial_dir.glob("checkpoint_*")) if (p / MANIFEST).is_file()]
+def _rank(checkpoint: Path) -> float:
+    """A checkpoint's score by the run's score attribute, higher is better (as rollout.py ranks)."""
+    scored = score(read_manifest(checkpoint))
+    return scored[1] if scored else -math.inf
 
 
 class Checkpointer:
     """Writes ``checkpoint_NNNNNN`` folders atomically and keeps the best ``keep`` of them.
 
     The algorithm saves into a hidden folder that is renamed into place once
-    complete; the manifest, written last, marks it as whole.  The latest
-    checkpoint is always kept, so that --resume finds it.
+    complete; the manifest, written last, marks it as whole.  Checkpoints
+    are ranked by the run's score attribute (else the newest win), as
+    rollout.py ranks them; the latest is always kept, so that --resume
+    finds it.
     """
 
-    def __init__(self, trial_dir: Path, run_info: dict[str, Any], keep: int | None, order: str):
+    def __init__(self, trial_dir: Path, run_info: dict[str, Any], keep: int | None):
         self.trial_dir = trial_dir
         self.run_info = run_info
         self.keep = keep
-        self.sign = 1.0 if order == "max" else -1.0
         found = sorted(trial_dir.glob("checkpoint_*"))
         self.next_index = int(found[-1].name.removeprefix("checkpoint_")) + 1 if found else 0
 
@@ -156,28 +165,22 @@ class Checkpointer:
         self._prune(final)
         return final
 
-    def _score(self, folder: Path) -> float:
-        manifest = read_manifest(folder) or {"result": {}}
-        value = manifest["result"].get(self.run_info.get("score_attr") or "training_iteration")
-        if not isinstance(value, int | float) or math.isnan(value):
-            return -math.inf
-        return self.sign * float(value)
-
     def _prune(self, latest: Path) -> None:
         if not self.keep:
             return
-        ranked = sorted(_complete_checkpoints(self.trial_dir), key=self._score, reverse=True)
+        complete = complete_checkpoints(self.trial_dir)  # oldest first
+        if self.run_info.get("score_attr"):
+            # Best first; sorted() is stable, so among equals the older stays ahead.
+            ranked = sorted(complete, key=_rank, reverse=True)
+        else:
+            ranked = complete[::-1]  # newest first
         for folder in ranked[self.keep :]:
             if folder != latest:
                 shutil.rmtree(folder)
 
     def best(self) -> Path | None:
-        complete = _complete_checkpoints(self.trial_dir)
-        if not complete:
-            return None
-        if not self.run_info.get("score_attr"):
-            return complete[-1]
-        return max(reversed(complete), key=self._score)
+        found = best_in_trial(self.trial_dir)
+        return found[0] if found else None
 
 
 def _stop_reached(result: dict[str, Any], stop: dict[str, Any]) -> bool:
@@ -207,7 +210,7 @@ def _resumable(exp_dir: Path) -> tuple[Path, Path] | None:
     """(trial folder, latest complete checkpoint) of an earlier in-process run of this experiment."""
     trials = sorted(p.parent for p in exp_dir.glob("*/progress.csv"))
     for trial in reversed(trials):
-        complete = _complete_checkpoints(trial)
+        complete = complete_checkpoints(trial)
         if complete:
             return trial, complete[-1]
     return None
@@ -227,16 +230,17 @@ def run_trial(
         print(f"nothing to resume in {exp_dir}; starting a new run")
     if previous is not None:
         trial_dir, start_from = previous
-        done = (read_manifest(start_from) or {}).get("result", {})
+        manifest = read_manifest(start_from) or {}
+        done = manifest.get("result", {})
         offset_iter = int(done.get("training_iteration") or 0)
         offset_time = float(done.get("time_total_s") or 0.0)
-        trial_id = (read_manifest(start_from) or {}).get("run", {}).get("trial", trial_dir.name)
+        trial_id = manifest.get("run", {}).get("trial", trial_dir.name)
     else:
         trial_dir, trial_id = _new_trial_dir(exp, built, exp_dir)
         start_from, offset_iter, offset_time = None, 0, 0.0
     log = ResultLog(trial_dir, keep_until=offset_iter if previous else None)
     run_info = {**run_info, "trial": trial_id}
-    checkpointer = Checkpointer(trial_dir, run_info, exp.keep_checkpoints_num, run_info["score_mode"])
+    checkpointer = Checkpointer(trial_dir, run_info, exp.keep_checkpoints_num)
     progress = ProgressLine(exp.name, exp.stop)
     catcher = SignalCatcher()
     errors: list[str] = []
