@@ -28,6 +28,7 @@ from typing import Any
 from ray.tune.utils import flatten_dict
 
 from envsdk.checkpoints import (
+    MANIFEST,
     best_in_trial,
     complete_checkpoints,
     read_manifest,
@@ -207,13 +208,13 @@ def _new_trial_dir(exp: Experiment, built: BuiltConfig, exp_dir: Path) -> tuple[
 
 
 def _resumable(exp_dir: Path) -> tuple[Path, Path] | None:
-    """(trial folder, latest complete checkpoint) of an earlier in-process run of this experiment."""
-    trials = sorted(p.parent for p in exp_dir.glob("*/progress.csv"))
-    for trial in reversed(trials):
-        complete = complete_checkpoints(trial)
-        if complete:
-            return trial, complete[-1]
-    return None
+    """(trial folder, latest complete checkpoint) of the last in-process run of this experiment to checkpoint.
+
+    Trial folder names start with a random id, so the newest is the one whose checkpoint was written last.
+    """
+    trials = [p.parent for p in exp_dir.glob("*/progress.csv")]
+    found = [(t, complete[-1]) for t in trials if (complete := complete_checkpoints(t))]
+    return max(found, key=lambda tc: (tc[1] / MANIFEST).stat().st_mtime, default=None)
 
 
 def run_trial(
