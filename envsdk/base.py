@@ -71,22 +71,28 @@ class CurriculumEnv(TaskSettable, Env):
 
 
 class ActionMaskEnv(Env):
-    """A discrete-action env that forbids some actions in some states.
+    """An env that forbids some actions in some states.
 
     Observations are dicts ``{"observations": obs, "action_mask": mask}``
-    where ``mask[i] == 1`` means action ``i`` is allowed.  Build the space
-    with :meth:`masked_space` and each observation with :meth:`masked`.
-    The default PPO model picked by ``train.py`` never samples a masked action.
+    with one mask entry per choice of every discrete part of the action, in
+    the action space's order: ``n`` for a ``Discrete(n)``, the sum of the
+    branch sizes for a ``MultiDiscrete``, and only the discrete parts of a
+    hybrid ``Tuple(Box, Discrete)``; ``mask[i] == 1`` means allowed.  Build
+    the space with :meth:`masked_space` and each observation with
+    :meth:`masked`.  The default models of PPO, APPO, IMPALA and DQN never
+    pick a masked action.
     """
 
     @staticmethod
-    def masked_space(inner: gym.Space, action_space: gym.spaces.Discrete) -> gym.spaces.Dict:
-        mask = gym.spaces.Box(0, 1, shape=(int(action_space.n),), dtype=np.int8)
+    def masked_space(inner: gym.Space, action_space: gym.Space) -> gym.spaces.Dict:
+        from envsdk.default_models.spaces import mask_size
+
+        mask = gym.spaces.Box(0, 1, shape=(mask_size(action_space),), dtype=np.int8)
         return gym.spaces.Dict({OBS_KEY: inner, MASK_KEY: mask})
 
     @abc.abstractmethod
     def action_mask(self) -> np.ndarray:
-        """1 for allowed actions, 0 for forbidden ones, in the current state."""
+        """1 for allowed choices, 0 for forbidden ones, in the current state."""
 
     def masked(self, obs: Any) -> dict[str, Any]:
         return {OBS_KEY: obs, MASK_KEY: np.asarray(self.action_mask(), dtype=np.int8)}

@@ -3,16 +3,53 @@
 Old-API envs return only ``obs`` from ``reset()`` and a 4-tuple
 ``(obs, reward, done, info)`` from ``step()``; their spaces may come from the
 ``gym`` package.  :class:`LegacyGymAdapter` presents such an env as a
-gymnasium env; :func:`needs_adapter` decides when it is applied.
+gymnasium env; :func:`needs_adapter` decides when it is applied.  Where the
+``gym`` package itself is not installed (it has been unmaintained since
+0.26 and breaks on numpy 2), :func:`alias_gym` lets ``import gym`` load
+gymnasium, its successor, so the seed tutorials' env files import unchanged.
 """
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import inspect
+import sys
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+
+
+class _GymAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """``gym`` and ``gym.X`` imports answered with ``gymnasium`` and ``gymnasium.X``."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "gym" and not fullname.startswith("gym."):
+            return None
+        real = "gymnasium" + fullname[3:]
+        if importlib.util.find_spec(real) is None:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=fullname == "gym")
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return importlib.import_module("gymnasium" + spec.name[3:])
+
+    def exec_module(self, module: ModuleType) -> None:
+        """The gymnasium module is already executed."""
+
+
+def alias_gym() -> bool:
+    """Answer ``import gym`` with gymnasium when gym is not installed; True if the alias is (now) on."""
+    if any(isinstance(f, _GymAlias) for f in sys.meta_path):
+        return True
+    if importlib.util.find_spec("gym") is not None:
+        return False
+    sys.meta_path.append(_GymAlias())
+    return True
 
 
 def needs_adapter(env: Any) -> bool:

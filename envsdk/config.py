@@ -22,7 +22,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,18 +29,20 @@ from typing import Any
 import gymnasium as gym
 from ray import tune
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.policy import PolicySpec
 
 from envsdk import legacy
-from envsdk.base import OBS_KEY, has_action_mask
+from envsdk.callbacks import add_callback
 from envsdk.curriculum import apply_curriculum
-from envsdk.env_checker import EnvInfo, preflight
+from envsdk.default_models.choice import check_modules, module_spec
+from envsdk.env_checker import AGENT, EnvInfo, preflight
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.experiment import Experiment
 from envsdk.imports import import_ref
-from envsdk.notices import notice
+from envsdk.notices import notice, quiet_rllib
 from envsdk.plugins import load_model, search_path
 from envsdk.registry import ResolvedEnv, resolve_env
 from envsdk.yamlio import LineDict
@@ -60,7 +61,6 @@ SEARCH_SPACES = {
 # Keys this tool adds on top of RLlib's, or accepts in their Python-API spelling.
 EXTRA_KEYS = {"curriculum", "model_config", "lambda_", "env", "env_config", "multiagent"}
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
-MASKABLE_ALGOS = {"PPO"}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
 
 
@@ -89,6 +89,8 @@ class BuiltConfig:
     search_space: dict[str, Any] = field(default_factory=dict)
     search_paths: list[Path] = field(default_factory=list)
     auto_runners: bool = False  # num_env_runners: auto, sized once Ray is up (see size_env_runners)
+    models: list[str] = field(default_factory=list)  # "policy: what its network is", one per policy
+    user_keys: set[str] = field(default_factory=set)  # config keys the YAML or --config set (2.60 names)
 
     def size_env_runners(self, cluster_cpus: float) -> int | None:
         """``num_env_runners: auto``: every CPU of the cluster but the algorithm's and the learners'."""
@@ -190,18 +192,28 @@ class ModelSettings:
     """Where the YAML's ``model``/``model_config`` ended up."""
 
     old_stack_model: dict[str, Any] = field(default_factory=dict)  # ModelV2 path
-    module_class: type | None = None  # RLModule plugin or the masked default
+    module_spec: RLModuleSpec | None = None  # an RLModule plugin, or the default module for these spaces
     model_config: dict[str, Any] = field(default_factory=dict)  # new-stack module settings
+    plugin: str | None = None  # "custom RLModule NAME (path)" for plugins
 
     @property
     def old_stack(self) -> bool:
         return bool(self.old_stack_model.get("custom_model"))
 
 
+def _policy_spaces(info: EnvInfo) -> dict[str, tuple[gym.Space, gym.Space]]:
+    """Spaces to pick the default model for, named for error messages."""
+    if info.policies:
+        return {f"policy '{pid}'": spaces for pid, spaces in info.policies.items()}
+    if not info.multi_agent:
+        return {"the env": info.agent_spaces[AGENT]}
+    return {f"agent '{aid}'": spaces for aid, spaces in info.agent_spaces.items()}
+
+
 def _model_settings(
-    values: dict[str, Any], env_info: EnvInfo, run: str, paths: list[Path], where: str
+    values: dict[str, Any], info: EnvInfo, algo_class: type, run: str, paths: list[Path], where: str
 ) -> ModelSettings:
-    """Route ``model``/``model_config`` to the ModelV2 dict or the RLModule settings."""
+    """Route ``model``/``model_config`` to the ModelV2 dict, an RLModule plugin or the default module."""
     model = dict(values.pop("model", None) or {})
     model_config = dict(values.pop("model_config", None) or {})
     name = model.pop("custom_model", None)
@@ -215,7 +227,11 @@ def _model_settings(
             # RLlib passes custom_model_config entries to the constructor as kwargs.
             ModelCatalog.register_custom_model(plugin.name, plugin.cls)
             return ModelSettings({**model, "custom_model": plugin.name, "custom_model_config": options})
-        return ModelSettings(module_class=plugin.cls, model_config={**model_config, **options})
+        return ModelSettings(
+            module_spec=RLModuleSpec(module_class=plugin.cls),
+            model_config={**model_config, **options},
+            plugin=f"custom RLModule {plugin.name} ({plugin.path})",
+        )
     unknown = [k for k in model if k not in MODEL_CONFIG_FIELDS]
     if unknown:
         raise UserError(
@@ -225,29 +241,37 @@ def _model_settings(
     if model:
         notice(f"model options {sorted(model)} go to model_config on the new API stack")
         model_config = {**model, **model_config}
-    spaces = [obs for obs, _ in (env_info.policies or {}).values()] or [env_info.observation_space]
-    masked = [space is not None and has_action_mask(space) for space in spaces]
-    inner = [space[OBS_KEY] if mask else space for space, mask in zip(spaces, masked, strict=True)]
-    if any(isinstance(space, gym.spaces.Dict) for space in inner):
-        raise UserError(
-            "the observations are a Dict (several per agent), which RLlib's default model cannot take",
-            "give a model that can: custom_model: dodgenet (models/dodgenet.py) or your own plugin",
-        )
-    if any(masked) and not all(masked):
-        raise UserError(
-            "some policies' observations carry action masks and others do not",
-            "give a custom_model that handles both, or map masked and unmasked agents apart",
-        )
-    if all(masked):
-        if run not in MASKABLE_ALGOS:
-            raise UserError(
-                f"the env has action masks, which the default {run} model cannot honour",
-                f"use one of {sorted(MASKABLE_ALGOS)} or a custom_model that reads 'action_mask'",
-            )
-        from envsdk.masking import MaskedPPOTorchRLModule
+    spec = module_spec(run, algo_class.get_default_config(), _policy_spaces(info))
+    return ModelSettings(module_spec=spec, model_config=model_config)
 
-        return ModelSettings(module_class=MaskedPPOTorchRLModule, model_config=model_config)
-    return ModelSettings(model_config=model_config)
+
+def _multi_agent_settings(values: dict[str, Any], info: EnvInfo, paths: list[Path]) -> dict[str, Any]:
+    """Settings for ``config.multi_agent``; the env's own policies when the YAML names none."""
+    multi_agent = {k: values.pop(k) for k in MULTI_AGENT_KEYS if k in values}
+    if isinstance(multi_agent.get("policy_mapping_fn"), str):
+        ref = multi_agent["policy_mapping_fn"]
+        multi_agent["policy_mapping_fn"] = import_ref(ref, paths, what="policy_mapping_fn")
+    if isinstance(multi_agent.get("policies"), list):
+        multi_agent["policies"] = set(multi_agent["policies"])
+    if info.policies and "policies" not in multi_agent:
+        specs = info.policies.items()
+        multi_agent["policies"] = {pid: PolicySpec(None, obs, act) for pid, (obs, act) in specs}
+        multi_agent.setdefault("policy_mapping_fn", info.policy_mapping_fn)
+        notice(f"policies from the env: {', '.join(sorted(info.policies))}")
+    return multi_agent
+
+
+def _policy_of(config: AlgorithmConfig, info: EnvInfo) -> dict[str, str]:
+    """Agent id -> policy id for the agents of the env's first observation (where the mapping says)."""
+    if not info.multi_agent:
+        return {AGENT: DEFAULT_MODULE_ID}
+    out = {}
+    for agent in info.first_obs:
+        try:
+            out[agent] = config.policy_mapping_fn(agent, None, worker=None)
+        except Exception:  # a mapping that needs a live episode: its agents are checked in training
+            continue
+    return out
 
 
 def merge(base: dict, extra: dict) -> dict:
@@ -260,10 +284,8 @@ def merge(base: dict, extra: dict) -> dict:
 
 
 def _continuous_actions(info: EnvInfo) -> bool:
-    """Whether any action space of the env has a Box in it (True when unknown)."""
-    spaces = [act for _, act in info.policies.values()] if info.policies else [info.action_space]
-    if any(space is None for space in spaces):
-        return True
+    """Whether any action space of the env has a Box in it."""
+    spaces = [act for _, act in info.agent_spaces.values()]
 
     def has_box(space: gym.Space) -> bool:
         if isinstance(space, gym.spaces.Box):
@@ -280,13 +302,14 @@ def _continuous_actions(info: EnvInfo) -> bool:
 def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> BuiltConfig:
     """Validate ``exp.config`` (plus CLI overrides) and build the AlgorithmConfig."""
     algo_class = algorithm_class(exp.run)
-    logging.getLogger("ray.rllib").setLevel(logging.ERROR)  # RLlib's "new API stack" banner
+    quiet_rllib()
     raw = LineDict(copy.deepcopy(dict(exp.config)))
     raw.lines, raw.source = dict(exp.config.lines), exp.config.source
     merged = merge(dict(raw), overrides or {})
     for key in overrides or {}:
         raw[key] = merged[key]  # item by item, so that raw keeps its YAML line numbers
     values = translate(raw, valid_keys(algo_class))
+    user_keys = set(values)
     search = _extract_search_spaces(values)
     auto_runners = values.get("num_env_runners") == "auto"
     if auto_runners:
@@ -304,59 +327,56 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
     prepare = getattr(target, "prepare_env_config", None)
     if prepare is not None:  # e.g. the Unity env makes its file paths absolute for the env runners
         env_config = prepare(env_config, exp.base_dir)
-    info = preflight(resolved, env_config)
+    with preflight(resolved, env_config) as (env, info):
+        model = _model_settings(
+            values, info, algo_class, exp.run, search_path(exp.base_dir), raw.where("model")
+        )
+        curriculum = values.pop("curriculum", None)
+        multi_agent = _multi_agent_settings(values, info, paths)
+        values.setdefault("log_level", "ERROR")
+        # The preflight above is the env check (with only allowed actions where there is a mask);
+        # RLlib's own multi-agent checker steps with random actions, masked ones included.
+        values.setdefault("disable_env_checking", True)
+        for key, value in getattr(target, "config_defaults", {}).items():
+            values.setdefault(key, value)  # the env's own defaults; the YAML wins
+        if not _continuous_actions(info):
+            # Nothing to unsquash or clip, but RLlib's connector would still copy and
+            # walk every action it sends to the env (~15% of CartPole's sampling time).
+            values.setdefault("normalize_actions", False)
+            values.setdefault("clip_actions", False)
 
-    model = _model_settings(values, info, exp.run, search_path(exp.base_dir), raw.where("model"))
-    curriculum = values.pop("curriculum", None)
-    multi_agent = {k: values.pop(k) for k in MULTI_AGENT_KEYS if k in values}
-    if isinstance(multi_agent.get("policy_mapping_fn"), str):
-        ref = multi_agent["policy_mapping_fn"]
-        multi_agent["policy_mapping_fn"] = import_ref(ref, paths, what="policy_mapping_fn")
-    if isinstance(multi_agent.get("policies"), list):
-        multi_agent["policies"] = set(multi_agent["policies"])
-    if info.policies and "policies" not in multi_agent:
-        specs = info.policies.items()
-        multi_agent["policies"] = {pid: PolicySpec(None, obs, act) for pid, (obs, act) in specs}
-        multi_agent.setdefault("policy_mapping_fn", info.policy_mapping_fn)
-        notice(f"policies from the env: {', '.join(sorted(info.policies))}")
-    values.setdefault("log_level", "ERROR")
-    for key, value in getattr(target, "config_defaults", {}).items():
-        values.setdefault(key, value)  # the env's own defaults; the YAML wins
-    if not _continuous_actions(info):
-        # Nothing to unsquash or clip, but RLlib's connector would still copy and
-        # walk every action it sends to the env (~15% of CartPole's sampling time).
-        values.setdefault("normalize_actions", False)
-        values.setdefault("clip_actions", False)
-
-    config: AlgorithmConfig = algo_class.get_default_config()
-    if model.old_stack:
-        name = model.old_stack_model["custom_model"]
-        notice(f"custom_model '{name}' is a ModelV2: using RLlib's old API stack")
-        config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
-    try:
-        config.update_from_dict(values)
-        config.environment(env=resolved.name, env_config=env_config)
-        if multi_agent:
-            config.multi_agent(**multi_agent)
+        config: AlgorithmConfig = algo_class.get_default_config()
         if model.old_stack:
-            config.training(model=model.old_stack_model)
-        if model.module_class is not None:
-            config.rl_module(rl_module_spec=RLModuleSpec(module_class=model.module_class))
-        if model.model_config:
-            config.rl_module(model_config=model.model_config)
+            name = model.old_stack_model["custom_model"]
+            notice(f"custom_model '{name}' is a ModelV2: using RLlib's old API stack")
+            config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+        try:
+            config.update_from_dict(values)
+            config.environment(env=resolved.name, env_config=env_config)
+            if multi_agent:
+                config.multi_agent(**multi_agent)
+            if model.old_stack:
+                config.training(model=model.old_stack_model)
+            if model.module_spec is not None:
+                config.rl_module(rl_module_spec=model.module_spec)
+            if model.model_config:
+                config.rl_module(model_config=model.model_config)
+            config.validate()
+        except (ValueError, TypeError, KeyError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserError(
+                f"{raw.source}: RLlib rejected the config: {first}",
+                "adjust the named setting in the YAML (or the --config override)",
+            ) from err
         for event, hook in getattr(target, "env_callbacks", {}).items():
-            config.callbacks(**{event: hook})  # e.g. the Unity env's game stats as metrics
+            add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
         if curriculum:
             import_ref(str(curriculum), paths, what="curriculum function")  # fail early
             hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths])
-            config.callbacks(on_train_result=hook)
-        config.validate()
-    except UserError:
-        raise
-    except (ValueError, TypeError, KeyError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise UserError(
-            f"{raw.source}: RLlib rejected the config: {first}",
-            "adjust the named setting in the YAML (or the --config override)",
-        ) from err
-    return BuiltConfig(algo_class, config, resolved, info, search, paths, auto_runners)
+            add_callback(config, "on_train_result", hook)
+        models = (
+            []
+            if model.old_stack
+            else check_modules(config, env, info.first_obs, _policy_of(config, info), model.plugin)
+        )
+    return BuiltConfig(algo_class, config, resolved, info, search, paths, auto_runners, models, user_keys)

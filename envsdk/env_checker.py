@@ -1,7 +1,8 @@
 """Checks that an environment does what its spaces promise.
 
-``preflight`` runs before training (one reset and one step) so a mismatch is
-a clear error rather than a crash deep inside an RLlib worker; ``check_env``
+``preflight`` runs before training (one reset and one step, only allowed
+actions where there is an action mask) so a mismatch is a clear error rather
+than a crash deep inside an RLlib worker; ``check_env``
 is the fuller ``python -m envsdk check`` verdict: gymnasium's and RLlib's own
 checkers plus ours (values inside their spaces, seeded resets reproducible,
 step rate).
@@ -9,8 +10,10 @@ step rate).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,9 +21,13 @@ import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-from envsdk.base import MASK_KEY
+from envsdk.base import MASK_KEY, has_action_mask
+from envsdk.default_models.choice import describe
+from envsdk.default_models.spaces import SpaceError, allowed_version, sample_allowed
 from envsdk.errors import UserError
 from envsdk.registry import ResolvedEnv
+
+AGENT = "agent"  # the one agent's id for single-agent envs
 
 
 def mismatch(value: Any, space: gym.Space) -> str | None:
@@ -56,17 +63,11 @@ def _agent_items(env: Any, obs: Any) -> list[tuple[str, Any, gym.Space]]:
     return [("", obs, env.observation_space)]
 
 
-def _sample(space: gym.Space, obs: Any) -> Any:
-    """A random action, respecting the observation's action mask if it has one."""
-    if isinstance(space, gym.spaces.Discrete) and isinstance(obs, dict) and MASK_KEY in obs:
-        return space.sample(mask=np.asarray(obs[MASK_KEY], dtype=np.int8))
-    return space.sample()
-
-
 def _sample_action(env: Any, obs: Any) -> Any:
+    """Random actions, only allowed ones where observations carry an action mask."""
     if isinstance(env, MultiAgentEnv):
-        return {aid: _sample(env.get_action_space(aid), o) for aid, o in obs.items()}
-    return _sample(env.action_space, obs)
+        return {aid: sample_allowed(env.get_action_space(aid), o) for aid, o in obs.items()}
+    return sample_allowed(env.action_space, obs)
 
 
 def values_problems(env: Any, obs: Any, where: str) -> list[str]:
@@ -83,16 +84,31 @@ class EnvInfo:
     """What training needs to know about an env before it starts."""
 
     multi_agent: bool
-    observation_space: gym.Space | None
-    action_space: gym.Space | None
+    # Every agent seen in the first reset (and the env's possible agents): id -> (obs space, action space).
+    # A single-agent env has one, under AGENT.
+    agent_spaces: dict[str, tuple[gym.Space, gym.Space]]
+    first_obs: dict[str, Any]  # agent id -> its observation after reset(seed=0)
     # Multi-agent envs that know their policies (e.g. one per Unity behavior) offer
     # defaults for a YAML that names none: policy id -> (obs space, action space).
     policies: dict[str, tuple[gym.Space, gym.Space]] | None = None
     policy_mapping_fn: Any = None
 
 
-def preflight(resolved: ResolvedEnv, env_config: dict) -> EnvInfo:
-    """Build the env once, reset and step it, and raise a UserError on a mismatch."""
+def _agent_spaces(env: Any, obs: Any) -> dict[str, tuple[gym.Space, gym.Space]]:
+    if not isinstance(env, MultiAgentEnv):
+        return {AGENT: (env.observation_space, env.action_space)}
+    agents = list(obs) + [a for a in getattr(env, "possible_agents", None) or [] if a not in obs]
+    return {str(a): (env.get_observation_space(a), env.get_action_space(a)) for a in agents}
+
+
+@contextlib.contextmanager
+def preflight(resolved: ResolvedEnv, env_config: dict) -> Iterator[tuple[Any, EnvInfo]]:
+    """Build the env once, reset and step it; yields (env, info) and closes the env after.
+
+    A mismatch between what the env returns and its spaces, or an error in
+    its constructor, reset or step, is a UserError.  The env stays open in
+    the ``with`` block so the caller can build the policy networks against it.
+    """
     try:
         env = resolved.make(env_config)
     except UserError:
@@ -104,33 +120,37 @@ def preflight(resolved: ResolvedEnv, env_config: dict) -> EnvInfo:
         ) from err
     try:
         stage = "reset()"
-        obs, _ = env.reset(seed=0)
-        problems = values_problems(env, obs, stage)
-        if not problems:
-            stage = "step()"
-            obs, *_ = env.step(_sample_action(env, obs))
+        try:
+            obs, _ = env.reset(seed=0)
+            first = obs if isinstance(env, MultiAgentEnv) else {AGENT: obs}
             problems = values_problems(env, obs, stage)
-    except Exception as err:
-        env.close()
-        raise UserError(
-            f"env '{resolved.name}' failed in {stage}: {type(err).__name__}: {err}",
-            "fix the env; run `python -m envsdk check ENV --debug` for the traceback",
-        ) from err
-    try:
+            if not problems:
+                stage = "step()"
+                after, *_ = env.step(_sample_action(env, obs))
+                problems = values_problems(env, after, stage)
+            stage = "its policy_specs()"
+            multi = isinstance(env, MultiAgentEnv)
+            offers = multi and callable(getattr(env, "policy_specs", None))
+            info = EnvInfo(
+                multi_agent=multi,
+                agent_spaces=_agent_spaces(env, obs),
+                first_obs=first,
+                policies=env.policy_specs() if offers else None,
+                policy_mapping_fn=getattr(env, "policy_mapping_fn", None) if offers else None,
+            )
+        except UserError:
+            raise
+        except Exception as err:
+            raise UserError(
+                f"env '{resolved.name}' failed in {stage}: {type(err).__name__}: {err}",
+                "fix the env; run `python -m envsdk check ENV --debug` for the traceback",
+            ) from err
         if problems:
             raise UserError(
                 f"env '{resolved.name}': {problems[0]}",
                 "make the observation_space match what reset()/step() return (shape, dtype, bounds)",
             )
-        multi = isinstance(env, MultiAgentEnv)
-        offers = multi and callable(getattr(env, "policy_specs", None))
-        return EnvInfo(
-            multi_agent=multi,
-            observation_space=None if multi else env.observation_space,
-            action_space=None if multi else env.action_space,
-            policies=env.policy_specs() if offers else None,
-            policy_mapping_fn=getattr(env, "policy_mapping_fn", None) if offers else None,
-        )
+        yield env, info
     finally:
         env.close()
 
@@ -142,6 +162,7 @@ class CheckReport:
     warnings: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     steps_per_s: float = 0.0
+    models: list[str] = field(default_factory=list)  # the default model each policy would get (PPO)
 
     @property
     def ok(self) -> bool:
@@ -152,6 +173,7 @@ class CheckReport:
         lines += [f"  ok    {p}" for p in self.passed]
         lines += [f"  warn  {w}" for w in self.warnings]
         lines += [f"  FAIL  {p}" for p in self.problems]
+        lines += [f"  model {m}" for m in self.models]
         lines.append(f"  rate  {self.steps_per_s:,.0f} steps/s (random actions, one core)")
         lines.append("verdict: " + ("PASS" if self.ok else f"FAIL ({len(self.problems)} problem(s))"))
         return "\n".join(lines)
@@ -165,7 +187,8 @@ def _run_external(report: CheckReport, label: str, fn: Any) -> None:
         except Exception as err:
             report.problems.append(f"{label}: {type(err).__name__}: {str(err).splitlines()[0]}")
             return
-    report.warnings += [f"{label}: {w.message}" for w in caught if "deprecat" not in str(w.message)]
+    ours = ("deprecat", "different from the unwrapped")  # RLlib's deprecations; our mask wrapper
+    report.warnings += [f"{label}: {w.message}" for w in caught if not any(o in str(w.message) for o in ours)]
     report.passed.append(f"{label} passed")
 
 
@@ -181,24 +204,61 @@ def _gymnasium_check(checker: Any, env: Any) -> None:
         warnings.warn(f"cannot be reseeded after start ({note})", stacklevel=1)
 
 
+class _MaskRespecting(gym.Wrapper):
+    """For gymnasium's checker, which steps with unmasked random actions (sampled before its
+    resets, too): a forbidden choice becomes the first allowed one of its branch.  A game that
+    trusts its action masks may crash on a forbidden action."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        self._obs: Any = None
+
+    def reset(self, **kwargs: Any) -> Any:
+        self._obs, info = self.env.reset(**kwargs)
+        return self._obs, info
+
+    def step(self, action: Any) -> Any:
+        out = self.env.step(allowed_version(self.env.action_space, action, self._obs[MASK_KEY]))
+        self._obs = out[0]
+        return out
+
+
 def check_env(resolved: ResolvedEnv, env_config: dict, steps: int = 2000) -> CheckReport:
     """The ``python -m envsdk check`` verdict for one env."""
+    report = CheckReport(resolved.name)
+    env = resolved.make(env_config)
+    try:
+        _check(report, resolved, env, env_config, steps)
+    finally:
+        env.close()
+    return report
+
+
+def _check(report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dict, steps: int) -> None:
     from gymnasium.utils.env_checker import check_env as gymnasium_check_env
     from ray.rllib.utils.pre_checks.env import check_multiagent_environments
 
-    report = CheckReport(resolved.name)
-    env = resolved.make(env_config)
     multi = isinstance(env, MultiAgentEnv)
-    if multi:
-        _run_external(report, "RLlib multi-agent checker", lambda: check_multiagent_environments(env))
+    first, _ = env.reset(seed=123)
+    spaces = _agent_spaces(env, first if multi else {AGENT: first})
+    label = "RLlib multi-agent checker" if multi else "gymnasium checker"
+    masked = any(has_action_mask(obs) for obs, _ in spaces.values())
+    if masked and multi:
+        report.warnings.append(f"{label} skipped: it steps with random actions, and this env masks some")
+    elif multi:
+        _run_external(report, label, lambda: check_multiagent_environments(env))
     else:
         checked = resolved.make(env_config)
-        _run_external(
-            report,
-            "gymnasium checker",
-            lambda: _gymnasium_check(gymnasium_check_env, checked.unwrapped),
-        )
-        checked.close()
+        try:
+            target = _MaskRespecting(checked.unwrapped) if masked else checked.unwrapped
+            _run_external(report, label, lambda: _gymnasium_check(gymnasium_check_env, target))
+        finally:
+            checked.close()
+    for who, (obs, act) in _named_spaces(env, spaces).items():
+        try:
+            report.models.append(f"{who}: {describe(obs, act, {})}")
+        except SpaceError as err:
+            report.problems.append(f"{who}: {err}")
 
     first, _ = env.reset(seed=123)
     again, _ = env.reset(seed=123)
@@ -230,9 +290,18 @@ def check_env(resolved: ResolvedEnv, env_config: dict, steps: int = 2000) -> Che
     if problems:
         report.problems += problems[:3]
     else:
-        report.passed.append(f"{n} random steps: every observation inside its space")
-    env.close()
-    return report
+        allowed = " (allowed ones)" if masked else ""
+        report.passed.append(f"{n} random steps{allowed}: every observation inside its space")
+
+
+def _named_spaces(env: Any, spaces: dict[str, tuple[gym.Space, gym.Space]]) -> dict[str, tuple]:
+    """Who gets which default model: the env's policies if it names them, else each agent."""
+    offers = callable(getattr(env, "policy_specs", None))
+    if offers:
+        return {f"policy {pid}": value for pid, value in env.policy_specs().items()}
+    if list(spaces) == [AGENT]:
+        return {"default_policy": spaces[AGENT]}
+    return {f"agent {aid}": value for aid, value in spaces.items()}
 
 
 def _flat(obs: Any) -> list[Any]:

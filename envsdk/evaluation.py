@@ -188,13 +188,28 @@ class Evaluator:
             record.video = videos[i] if i < len(videos) else None
         return records
 
+    def _trace(self, episode: Any) -> Trace:
+        """One agent's episode, with the actions as the env received them (RLlib's episodes keep the
+        module's, normalized ones)."""
+        config = self.spec.restored.config
+        actions = _batched(episode.get_actions())
+        return _trace(
+            episode, env_actions(actions, episode.action_space, config.normalize_actions, config.clip_actions)
+        )
+
+    def _record(self, episode: Any) -> EpisodeRecord:
+        if self.spec.restored.multi_agent:
+            agents = {str(aid): self._trace(e) for aid, e in episode.agent_episodes.items()}
+            return EpisodeRecord(agents, int(episode.env_steps()), bool(episode.is_done))
+        return EpisodeRecord({AGENT: self._trace(episode)}, len(episode), bool(episode.is_done))
+
     def _episode_ended(self, *, episode: Any, **_: Any) -> None:
-        record = _from_rllib_episode(episode, self.spec.restored.multi_agent)
+        record = self._record(episode)
         if record.length:
             self.report(record)
 
     def _convert(self, raw: list[Any]) -> list[EpisodeRecord]:
-        records = [_from_rllib_episode(e, self.spec.restored.multi_agent) for e in raw]
+        records = [self._record(e) for e in raw]
         return [r for r in records if r.length > 0]
 
     def _videos(self) -> list[Path]:
@@ -212,20 +227,24 @@ class Evaluator:
             self._loop = None
 
 
-def _from_rllib_episode(episode: Any, multi_agent: bool) -> EpisodeRecord:
-    if multi_agent:
-        agents = {str(aid): _trace(e) for aid, e in episode.agent_episodes.items()}
-        return EpisodeRecord(agents, int(episode.env_steps()), bool(episode.is_done))
-    return EpisodeRecord({AGENT: _trace(episode)}, len(episode), bool(episode.is_done))
+def env_actions(actions: Any, space: Any, normalize: bool, clip: bool) -> Any:
+    """A module's actions (batched or not) as RLlib's connector sends them to the env."""
+    if not (normalize or clip):
+        return actions
+    from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from_space, unsquash_action
+
+    struct = get_base_struct_from_space(space)
+    return unsquash_action(actions, struct) if normalize else clip_action(actions, struct)
 
 
-def _trace(episode: Any) -> Trace:
-    def batched(values: Any) -> Any:
-        return _batch(list(values)) if isinstance(values, list) else values
+def _batched(values: Any) -> Any:
+    return _batch(list(values)) if isinstance(values, list) else values
 
+
+def _trace(episode: Any, actions: Any) -> Trace:
     return Trace(
-        obs=batched(episode.get_observations()),
-        actions=batched(episode.get_actions()),
+        obs=_batched(episode.get_observations()),
+        actions=actions,
         rewards=np.asarray(episode.get_rewards(), dtype=np.float64),
         infos=list(episode.get_infos()),
         terminated=bool(episode.is_terminated),

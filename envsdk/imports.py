@@ -14,7 +14,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from envsdk.compat import alias_gym
 from envsdk.errors import UserError, did_you_mean
+from envsdk.notices import notice
 
 
 def pickle_by_value(module: Any) -> None:
@@ -48,6 +50,18 @@ def is_user_module(module: Any) -> bool:
     return bool(path) and "site-packages" not in path and not path.startswith(sys.prefix)
 
 
+def _import_user_module(name: str) -> Any:
+    """Import a user's module; old tutorials' ``import gym`` gets gymnasium if gym is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as err:
+        missing = err.name or ""
+        if not (missing == "gym" or missing.startswith("gym.")) or not alias_gym():
+            raise
+        notice(f"'{name}' imports gym, which is not installed: using gymnasium, its successor, as gym")
+        return importlib.import_module(name)
+
+
 def import_ref(ref: str, search: Iterable[Path] = (), what: str = "object") -> Any:
     """Import ``module.attr`` / ``module:attr``; failures are UserErrors."""
     parts = split_ref(ref)
@@ -57,7 +71,7 @@ def import_ref(ref: str, search: Iterable[Path] = (), what: str = "object") -> A
     folders = [Path(p) for p in search] + [Path.cwd()]
     add_to_sys_path(folders)
     try:
-        module = importlib.import_module(module_name)
+        module = _import_user_module(module_name)
     except ModuleNotFoundError as err:
         if err.name and module_name.split(".")[0] != err.name.split(".")[0]:
             raise UserError(

@@ -39,10 +39,11 @@ from envsdk.checkpoints import (
 from envsdk.config import BuiltConfig
 from envsdk.errors import UserError
 from envsdk.experiment import Experiment
+from envsdk.failures import explain
 from envsdk.interrupt import SignalCatcher
 from envsdk.outcome import Outcome
 from envsdk.plots import plot_reward_curve
-from envsdk.progress import RETURN, STEPS, ProgressLine, format_line, lookup
+from envsdk.progress import ProgressLine, format_line, lookup
 
 
 def runs_in_process(exp: Experiment, built: BuiltConfig) -> bool:
@@ -224,6 +225,8 @@ def run_trial(
     run_info: dict[str, Any],
     *,
     resume: bool = False,
+    errors_dir: Path | None = None,
+    since: float = 0.0,
 ) -> Outcome:
     """Train to the stop criteria (or a signal), checkpointing as the experiment asks."""
     previous = _resumable(exp_dir) if resume else None
@@ -280,23 +283,22 @@ def run_trial(
         # Reported as Tune reports a failed trial: one line now, the traceback in the trial folder.
         (trial_dir / "error.txt").write_text(traceback.format_exc())
         root = _root_cause(err)
-        errors.append(f"{trial_dir}: {type(root).__name__}: {root} (traceback in error.txt)")
+        message = f"{type(root).__name__}: {root}"
+        cause = explain(message, errors_dir, since)
+        errors.append(f"{trial_dir}: {cause}" + (" (traceback in error.txt)" if cause == message else ""))
     finally:
         catcher.uninstall()
         progress.finish()
         log.close()
         if algo is not None:
             algo.stop()
-    ret = lookup(result, RETURN)
-    return Outcome(
-        name=exp.name,
-        experiment_dir=exp_dir,
-        trial_dir=trial_dir,
+    return Outcome.from_result(
+        exp.name,
+        exp_dir,
+        trial_dir,
+        result,
+        errors,
         best_checkpoint=checkpointer.best(),
-        best_return=float(ret) if isinstance(ret, int | float) and not math.isnan(ret) else None,
-        steps=int(lookup(result, STEPS) or 0),
-        seconds=float(result.get("time_total_s") or 0.0),
         plot=plot_reward_curve(trial_dir, exp.name),
-        errors=errors,
         interrupted=catcher.signal_name,
     )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import logging
 import sys
+import warnings
 
 _seen: set[str] = set()
 
@@ -13,3 +15,11 @@ def notice(message: str) -> None:
         return
     _seen.add(message)
     print(f"notice: {message}", file=sys.stderr, flush=True)
+
+
+def quiet_rllib() -> None:
+    """Keep RLlib's warnings about its own API (stack banners, deprecations) out of our output."""
+    for name in ("ray.rllib", "ray._common.deprecation"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    # Every Algorithm built in one process re-registers RLlib's env ids with gymnasium.
+    warnings.filterwarnings("ignore", message=r".*Overriding environment rllib-")

@@ -1,137 +1,290 @@
 """``rollout.py --export-onnx FILE``: the trained policy network as an ONNX model.
 
-Inputs: ``observations`` (batch x observation shape, float32) and, for envs
-with action masks, ``action_mask`` (batch x actions, float32, 1 = allowed).
-Output: ``logits`` for discrete actions or ``means`` for continuous ones
-(the greedy action is their argmax or the means themselves).  The inputs are
-what the network sees: with RLlib's default connectors, the env's
-observation as it is.
+Inputs, one per part of the observation as the env returns it (see
+:func:`~envsdk.default_models.spaces.observation_leaves`): ``observations``
+for a plain observation, else the Dict keys (``camera``, ``sensors.depth``)
+or ``obs_0``, ``obs_1``... for Tuple parts, each in the env's dtype (int64
+for Discrete parts); plus ``action_mask`` (float32, 1 = allowed) for envs
+with action masks.  The network does its own preprocessing (one-hot,
+image scaling), so raw observations go in.
+
+Outputs, one per part of the action:
+
+* a discrete part: ``logits`` (``logits_<part>`` for Tuple/Dict actions):
+  the argmax of each branch is the greedy choice; forbidden choices are at
+  -1e9;
+* a continuous part: ``means`` (``means_<part>``): the greedy action as the
+  env receives it, mapped to the action bounds and clipped exactly as
+  training's ``normalize_actions``/``clip_actions`` did;
+* DQN: ``q_values`` (forbidden actions at -inf); the argmax is the action.
 
 RLlib's own ONNX export covers old-stack policies only (ray #45526); here a
 small torch wrapper calls the RLModule's inference forward pass (or the
-ModelV2's forward) and is exported with torch's TorchScript-based exporter.
-After writing, the file is run with onnxruntime on sampled observations and
-compared with torch; a mismatch is an error, not a silent bad file.
+ModelV2's forward, Box observations only) and is exported with torch's
+TorchScript-based exporter.  After writing, the file is run with
+onnxruntime on sampled observations and compared with torch; a mismatch is
+an error, not a silent bad file.
 """
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
+from torch.onnx.symbolic_helper import parse_args
 
-from envsdk.base import MASK_KEY, OBS_KEY
+from envsdk.base import MASK_KEY, OBS_KEY, has_action_mask
+from envsdk.default_models.spaces import (
+    ActLeaf,
+    ObsLeaf,
+    SpaceError,
+    action_leaves,
+    inner_space,
+    mask_size,
+    nest,
+    observation_leaves,
+)
 from envsdk.errors import UserError
 from envsdk.restore import Restored
 
 OPSET = 17
+MASK_INPUT = "action_mask"
 
 
-class _Network(torch.nn.Module):
-    """Observations (+ mask) -> action distribution inputs, as one plain forward."""
+@dataclass(frozen=True)
+class Layout:
+    """How one policy's observations and actions map to ONNX inputs and outputs."""
 
-    def __init__(self, net: Any, new_stack: bool, masked: bool, action_size: int | None):
+    observation_space: gym.Space
+    action_space: gym.Space
+    obs: list[ObsLeaf]
+    actions: list[ActLeaf]
+    masked: bool
+    q_values: bool  # DQN: one output of Q-values instead of distribution inputs
+
+    @property
+    def input_names(self) -> list[str]:
+        plain = len(self.obs) == 1 and not self.obs[0].path
+        names = ["observations"] if plain else [leaf.name for leaf in self.obs]
+        return [*names, MASK_INPUT] if self.masked else names
+
+    @property
+    def output_names(self) -> list[str]:
+        if self.q_values:
+            return ["q_values"]
+        single = len(self.actions) == 1
+        names = []
+        for leaf in self.actions:
+            kind = "logits" if leaf.discrete else "means"
+            names.append(kind if single else f"{kind}_{'.'.join(map(str, leaf.path))}")
+        return names
+
+
+class _Policy(torch.nn.Module):
+    """Raw observation parts (+ mask) -> one output per action part, as one plain forward."""
+
+    def __init__(self, module: Any, layout: Layout, bounds: tuple[bool, bool], squashed: bool):
         super().__init__()
-        self.net = net
-        self.new_stack = new_stack
-        self.masked = masked
-        self.action_size = action_size  # continuous: keep the means, drop the log-stds
+        self.module = module
+        self.layout = layout
+        self.normalize, self.clip = bounds
+        self.squashed = squashed
 
-    def forward(self, observations: torch.Tensor, action_mask: torch.Tensor | None = None) -> torch.Tensor:
-        obs: Any = {OBS_KEY: observations, MASK_KEY: action_mask} if self.masked else observations
-        if self.new_stack:
-            from ray.rllib.core.columns import Columns
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        from ray.rllib.core.columns import Columns
 
-            out = self.net.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
-        else:
-            out, _ = self.net({"obs": obs}, [], None)
-        return out if self.action_size is None else out[:, : self.action_size]
+        layout = self.layout
+        parts = dict(zip([leaf.path for leaf in layout.obs], inputs, strict=False))
+        obs: Any = nest(inner_space(layout.observation_space), parts)
+        if layout.masked:
+            obs = {OBS_KEY: obs, MASK_KEY: inputs[-1]}
+        batch = {Columns.OBS: obs}
+        if layout.q_values:
+            from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
+
+            return (self.module.compute_q_values(batch)[QF_PREDS],)
+        raw = self.module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
+        return tuple(self._output(raw[..., a.start : a.start + a.width], a) for a in layout.actions)
+
+    def _output(self, columns: torch.Tensor, leaf: ActLeaf) -> torch.Tensor:
+        if leaf.discrete:
+            return columns
+        means = columns[..., : leaf.width // 2]
+        if self.squashed:
+            means = torch.tanh(means)
+        space = leaf.space
+        low = torch.as_tensor(space.low, dtype=torch.float32)
+        high = torch.as_tensor(space.high, dtype=torch.float32)
+        bounded = bool(space.is_bounded("both"))
+        if self.normalize and bounded:  # as RLlib's unsquash_action: onto the bounds, clipped
+            means = low + (means + 1.0) * (high - low) / 2.0
+        if (self.normalize and bounded) or (self.clip and not self.normalize):
+            means = torch.maximum(torch.minimum(means, high), low)
+        return means
 
 
-def _networks(restored: Restored) -> dict[str, tuple[torch.nn.Module, gym.Space, gym.Space]]:
-    """policy id -> (torch network, observation space, action space)."""
-    if restored.new_stack:
-        from ray.rllib.core.rl_module.rl_module import RLModule
+class _ModelV2Policy(torch.nn.Module):
+    """Old API stack: Box observations (+ mask) -> the ModelV2's outputs."""
 
-        found = sorted(p for p in restored.module_dir.iterdir() if (p / "module_state.pkl").is_file())
-        modules = {p.name: RLModule.from_checkpoint(p) for p in found}
-        return {pid: (m, m.observation_space, m.action_space) for pid, m in modules.items()}
-    from ray.rllib.policy.policy import Policy
+    def __init__(self, model: Any, layout: Layout):
+        super().__init__()
+        self.model = model
+        self.layout = layout
 
-    policies = Policy.from_checkpoint(restored.checkpoint)
-    return {
-        pid: (p.model, getattr(p.observation_space, "original_space", p.observation_space), p.action_space)
-        for pid, p in policies.items()
-    }
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        obs: Any = {OBS_KEY: inputs[0], MASK_KEY: inputs[1]} if self.layout.masked else inputs[0]
+        out, _ = self.model({"obs": obs}, [], None)
+        leaf = self.layout.actions[0]
+        return (out if leaf.discrete else out[..., : leaf.width // 2],)
 
 
-def _inputs(obs_space: gym.Space, batch: int, seed: int) -> tuple[dict[str, np.ndarray], bool]:
-    masked = isinstance(obs_space, gym.spaces.Dict) and set(obs_space.spaces) == {OBS_KEY, MASK_KEY}
-    inner = obs_space[OBS_KEY] if masked else obs_space
-    if not isinstance(inner, gym.spaces.Box):
-        raise UserError(
-            f"--export-onnx handles Box observations (optionally with an action mask), not {inner}",
-            "export the network yourself with torch.onnx.export",
+@parse_args("v", "is", "i", "none")
+def _nanmean(g: Any, x: Any, dim: list[int], keep: int, dtype: Any) -> Any:
+    """ONNX for ``torch.nanmean`` (RLlib's dueling DQN head uses it): sum of non-NaN / their count."""
+    axes = g.op("Constant", value_t=torch.tensor(dim, dtype=torch.long))
+    nan = g.op("IsNaN", x)
+    zero = g.op("Constant", value_t=torch.tensor(0.0))
+    total = g.op("ReduceSum", g.op("Where", nan, zero, x), axes, keepdims_i=keep)
+    count = g.op("ReduceSum", g.op("Cast", g.op("Not", nan), to_i=1), axes, keepdims_i=keep)  # 1: float
+    return g.op("Div", total, count)
+
+
+def layout_for(obs_space: gym.Space, act_space: gym.Space, q_values: bool = False) -> Layout:
+    try:
+        return Layout(
+            obs_space,
+            act_space,
+            observation_leaves(inner_space(obs_space)),
+            action_leaves(act_space),
+            has_action_mask(obs_space),
+            q_values,
         )
-    inner.seed(seed)
-    feeds = {"observations": np.stack([inner.sample() for _ in range(batch)]).astype(np.float32)}
-    if masked:
+    except SpaceError as err:
+        raise UserError(
+            f"--export-onnx: {err}", "export the network yourself with torch.onnx.export"
+        ) from err
+
+
+def _policies(restored: Restored) -> dict[str, torch.nn.Module]:
+    """policy id -> a torch module taking the ONNX inputs, in eval mode."""
+    if not restored.new_stack:
+        from ray.rllib.policy.policy import Policy
+
+        out: dict[str, torch.nn.Module] = {}
+        for pid, policy in Policy.from_checkpoint(restored.checkpoint).items():
+            space = getattr(policy.observation_space, "original_space", policy.observation_space)
+            layout = layout_for(space, policy.action_space)
+            if [leaf.kind for leaf in layout.obs] != ["flat"] or len(layout.actions) != 1:
+                raise UserError(
+                    f"--export-onnx takes old-stack (ModelV2) policies with one Box observation, not {space}",
+                    "export the network yourself with torch.onnx.export",
+                )
+            out[pid] = _ModelV2Policy(policy.model, layout).eval()
+        return out
+    from ray.rllib.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
+    from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGaussian
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    found = sorted(p for p in restored.module_dir.iterdir() if (p / "module_state.pkl").is_file())
+    config = restored.config
+    bounds = (bool(config.normalize_actions), bool(config.clip_actions))
+    out = {}
+    for path in found:
+        module = RLModule.from_checkpoint(path)
+        module.eval()
+        q_values = isinstance(module, DefaultDQNRLModule)
+        layout = layout_for(module.observation_space, module.action_space, q_values=q_values)
+        dist = module.get_inference_action_dist_cls() if not layout.q_values else None
+        squashed = isinstance(dist, type) and issubclass(dist, TorchSquashedGaussian)
+        out[path.name] = _Policy(module, layout, bounds, squashed).eval()
+    return out
+
+
+def sample_inputs(layout: Layout, batch: int, seed: int) -> dict[str, np.ndarray]:
+    """Random feeds: sampled observation parts, and masks that allow at least one choice per branch."""
+    feeds = {}
+    for name, leaf in zip(layout.input_names, layout.obs, strict=False):
+        leaf.space.seed(seed)
+        values = np.stack([np.asarray(leaf.space.sample()) for _ in range(batch)])
+        feeds[name] = values.astype(np.float32) if values.dtype == np.float64 else values
+    if layout.masked:
         rng = np.random.default_rng(seed)
-        mask = (rng.random((batch, *obs_space[MASK_KEY].shape)) < 0.6).astype(np.float32)
-        mask[np.arange(batch), rng.integers(mask.shape[1], size=batch)] = 1.0
-        feeds["action_mask"] = mask
-    return feeds, masked
+        mask = (rng.random((batch, mask_size(layout.action_space))) < 0.6).astype(np.float32)
+        for leaf in layout.actions:
+            if leaf.discrete:
+                sizes = (
+                    [int(leaf.space.n)] if isinstance(leaf.space, gym.spaces.Discrete) else leaf.space.nvec
+                )
+                start = leaf.mask_start
+                for size in sizes:
+                    mask[np.arange(batch), start + rng.integers(int(size), size=batch)] = 1.0
+                    start += int(size)
+        feeds[MASK_INPUT] = mask
+    return feeds
+
+
+def greedy(outputs: list[np.ndarray], layout: Layout) -> list[np.ndarray]:
+    """What the outputs choose: argmax per discrete branch, the values of continuous ones."""
+    if layout.q_values:
+        return [outputs[0].argmax(-1)]
+    chosen = []
+    for out, leaf in zip(outputs, layout.actions, strict=True):
+        if not leaf.discrete:
+            chosen.append(out)
+        elif isinstance(leaf.space, gym.spaces.Discrete):
+            chosen.append(out.argmax(-1))
+        else:
+            splits = np.cumsum(leaf.space.nvec)[:-1]
+            chosen.append(np.stack([b.argmax(-1) for b in np.split(out, splits, axis=-1)], axis=-1))
+    return chosen
 
 
 def export(restored: Restored, path: Path, seed: int = 0) -> dict[str, Path]:
     """Write one ONNX file per policy (``FILE`` itself for a single policy); verified."""
-    networks = _networks(restored)
+    policies = _policies(restored)
+    torch.onnx.register_custom_op_symbolic("aten::nanmean", _nanmean, OPSET)
     written: dict[str, Path] = {}
-    for pid, (net, obs_space, act_space) in networks.items():
-        target = path if len(networks) == 1 else path.with_name(f"{path.stem}_{pid}{path.suffix}")
-        if hasattr(net, "eval"):
-            net.eval()
-        continuous = isinstance(act_space, gym.spaces.Box)
-        feeds, masked = _inputs(obs_space, 8, seed)
-        size = int(np.prod(act_space.shape)) if continuous else None
-        wrapper = _Network(net, restored.new_stack, masked, size)
-        names = list(feeds)
-        output = "means" if continuous else "logits"
+    for pid, policy in policies.items():
+        layout: Layout = policy.layout  # type: ignore[assignment]
+        target = path if len(policies) == 1 else path.with_name(f"{path.stem}_{pid}{path.suffix}")
+        feeds = sample_inputs(layout, 8, seed)
+        names = layout.input_names
         args = tuple(torch.from_numpy(feeds[n]) for n in names)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.part")
+        outputs = layout.output_names
         with torch.no_grad():
             torch.onnx.export(
-                wrapper,
+                policy,
                 args,
                 str(tmp),
                 input_names=names,
-                output_names=[output],
-                dynamic_axes={n: {0: "batch"} for n in [*names, output]},
+                output_names=outputs,
+                dynamic_axes={n: {0: "batch"} for n in [*names, *outputs]},
                 opset_version=OPSET,
                 dynamo=False,
             )
-            expected = wrapper(*args).numpy()
-        check_parity(tmp, feeds, expected, continuous)
+            expected = [t.numpy() for t in policy(*args)]
+        check_parity(tmp, feeds, expected, layout)
         os.replace(tmp, target)
         written[pid] = target
     return written
 
 
-def check_parity(path: Path, feeds: dict[str, np.ndarray], expected: np.ndarray, continuous: bool) -> None:
+def check_parity(
+    path: Path, feeds: dict[str, np.ndarray], expected: list[np.ndarray], layout: Layout
+) -> None:
     """onnxruntime must reproduce torch's greedy actions on the same inputs."""
     import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = session.run(None, feeds)[0]
-    same = (
-        np.allclose(got, expected, atol=1e-4)
-        if continuous
-        else np.array_equal(got.argmax(-1), expected.argmax(-1))
-    )
-    if not same:
-        raise RuntimeError(f"ONNX export {path} disagrees with torch on the same inputs")
+    got = greedy(session.run(None, feeds), layout)
+    for g, want in zip(got, greedy(expected, layout), strict=True):
+        same = np.array_equal(g, want) if g.dtype.kind in "iu" else np.allclose(g, want, atol=1e-4)
+        if not same:
+            raise RuntimeError(f"ONNX export {path} disagrees with torch on the same inputs")

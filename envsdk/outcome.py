@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from envsdk.progress import fmt_duration
+from envsdk.progress import HEALTH, RETURN, STEPS, fmt_duration, health_note, lookup
+
+TRAINED = "learners/__all_modules__/num_env_steps_trained_lifetime"
 
 
 @dataclass
@@ -22,11 +26,46 @@ class Outcome:
     plot: Path | None
     errors: list[str]
     interrupted: str | None = None  # the signal that stopped the run, if one did
+    health: str | None = None  # env runner failures and restarts, if any
+
+    @classmethod
+    def from_result(
+        cls,
+        name: str,
+        experiment_dir: Path,
+        trial_dir: Path | None,
+        result: dict[str, Any],
+        errors: list[str],
+        *,
+        best_checkpoint: Path | None,
+        plot: Path | None,
+        interrupted: str | None,
+    ) -> Outcome:
+        """An outcome from a trial's last result; a run that sampled and trained nothing has failed."""
+        ret = lookup(result, RETURN)
+        steps = int(lookup(result, STEPS) or 0)
+        trained = int(lookup(result, TRAINED) or 0)
+        errors = list(errors)
+        if not errors and not interrupted and result and not steps and not trained:
+            errors.append(f"{trial_dir}: the run sampled no env steps and trained on nothing")
+        return cls(
+            name=name,
+            experiment_dir=experiment_dir,
+            trial_dir=trial_dir,
+            best_return=float(ret) if isinstance(ret, int | float) and not math.isnan(ret) else None,
+            steps=steps,
+            seconds=float(result.get("time_total_s") or 0.0),
+            errors=errors,
+            health=health_note(result) if result.get(HEALTH) else None,
+            best_checkpoint=best_checkpoint,
+            plot=plot,
+            interrupted=interrupted,
+        )
 
 
 def print_summary(out: Outcome, resume_command: str | None = None) -> None:
     ret = f"{out.best_return:.1f}" if out.best_return is not None else "-"
-    state = f"stopped by {out.interrupted}" if out.interrupted else "done"
+    state = f"stopped by {out.interrupted}" if out.interrupted else "failed" if out.errors else "done"
     print(f"{state}: {out.name}: return {ret} after {out.steps:,} env steps ({fmt_duration(out.seconds)})")
     if out.interrupted and resume_command:
         print(f"  resume with:     {resume_command}")
@@ -35,6 +74,8 @@ def print_summary(out: Outcome, resume_command: str | None = None) -> None:
         print(f"  evaluate it:     python rollout.py {out.best_checkpoint} --episodes 1")
     if out.plot:
         print(f"  reward curve:    {out.plot}")
+    if out.health:
+        print(f"  {out.health}")
     if out.trial_dir:
         print(f"  results:         {out.trial_dir}")
     for err in out.errors:

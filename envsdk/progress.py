@@ -16,6 +16,7 @@ from ray import tune
 
 RETURN = "env_runners/episode_return_mean"
 STEPS = "num_env_steps_sampled_lifetime"
+HEALTH = "env_runner_health"  # added by envsdk.failures when remote env runners fail
 
 
 def lookup(result: dict[str, Any], path: str) -> Any:
@@ -68,7 +69,18 @@ def format_line(name: str, result: dict[str, Any], stop: dict[str, Any]) -> str:
         parts.append(f"~{fmt_duration(eta)} left")
     if RETURN in stop:
         parts.append(f"target {stop[RETURN]}")
+    health = health_note(result)
+    if health:
+        parts.append(health)
     return " | ".join(parts)
+
+
+def health_note(result: dict[str, Any]) -> str | None:
+    """``env runners: 3 restarts, 1/2 healthy`` when remote env runners failed (else None)."""
+    health = result.get(HEALTH)
+    if not health or (not health["restarts"] and health["healthy"] == health["env_runners"]):
+        return None
+    return f"env runners: {health['restarts']} restarts, {health['healthy']}/{health['env_runners']} healthy"
 
 
 class ProgressLine(tune.Callback):

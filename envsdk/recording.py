@@ -17,6 +17,16 @@ import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
+from envsdk.base import OBS_KEY, has_action_mask
+from envsdk.default_models.spaces import (
+    IMAGE,
+    MIN_IMAGE_SIDE,
+    SpaceError,
+    inner_space,
+    observation_leaves,
+    pick,
+    shape_layout,
+)
 from envsdk.errors import UserError
 
 RENDER = "render"
@@ -26,35 +36,23 @@ MIN_SIDE = 256  # pixels; smaller frames are scaled up in videos
 
 
 def image_path(space: gym.Space) -> tuple | None:
-    """Key path to the first image-shaped part of an observation space, or None.
+    """Key path to the first part of an observation that can be shown as a picture, or None.
 
-    An image is a Box of rank 2 (grayscale/depth) or rank 3 with 1, 3 or 4
-    channels last, at least 8 pixels on each side.
+    That is an image as the default CNN reads one (rank 3, channels first or
+    last: :func:`~envsdk.default_models.spaces.image_layout`) or a rank-2 Box
+    of at least 8 pixels a side, shown as grayscale.
     """
-    if isinstance(space, gym.spaces.Box):
-        shape = space.shape
-        is_image = (len(shape) == 2 and min(shape) >= 8) or (
-            len(shape) == 3 and shape[-1] in (1, 3, 4) and min(shape[:2]) >= 8
-        )
-        return () if is_image else None
-    children = (
-        space.spaces.items()
-        if isinstance(space, gym.spaces.Dict)
-        else enumerate(space.spaces)
-        if isinstance(space, gym.spaces.Tuple)
-        else ()
-    )
-    for key, child in children:
-        sub = image_path(child)
-        if sub is not None:
-            return (key, *sub)
+    prefix = (OBS_KEY,) if has_action_mask(space) else ()
+    try:
+        leaves = observation_leaves(inner_space(space))
+    except SpaceError:
+        return None
+    for leaf in leaves:
+        shape = getattr(leaf.space, "shape", None) or ()
+        flat_picture = isinstance(leaf.space, gym.spaces.Box) and len(shape) == 2
+        if leaf.kind == IMAGE or (flat_picture and min(shape) >= MIN_IMAGE_SIDE):
+            return (*prefix, *leaf.path)
     return None
-
-
-def _pick(obs: Any, path: tuple) -> Any:
-    for key in path:
-        obs = obs[key]
-    return obs
 
 
 def enable_rgb_render(env: Any) -> bool:
@@ -88,6 +86,8 @@ def to_bgr(frame: np.ndarray) -> np.ndarray:
     import cv2
 
     img = np.asarray(frame)
+    if img.ndim == 3 and shape_layout(img.shape) == "chw":
+        img = img.transpose(1, 2, 0)
     if img.ndim == 3 and img.shape[-1] == 1:
         img = img[..., 0]
     if img.dtype != np.uint8:
@@ -151,7 +151,7 @@ class Recorder:
         if self.source == RENDER:
             self.frames.append(np.asarray(env.render()).copy())
         elif obs is not None:
-            self.frames.append(np.asarray(_pick(obs, self.path)).copy())
+            self.frames.append(np.asarray(pick(obs, self.path)).copy())
 
     def flush(self) -> None:
         """Write the episode so far (if it has stepped at all) and start a new one."""

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import functools
 import math
+import time
 from pathlib import Path
 from typing import Any
 
 from ray import tune
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
+from envsdk import failures
 from envsdk.checkpoints import ManifestWriter
 from envsdk.config import BuiltConfig
 from envsdk.errors import UserError
@@ -109,8 +111,11 @@ def run_experiment(
             on_algorithm_init=functools.partial(restore_state, path=str(Path(restore).resolve()))
         )
     run_info = _run_info(exp, built, score_attr, order)
+    started = time.time()
+    asked_for_restarts = bool(built.user_keys & set(failures.USER_KEYS))
+    errors_dir = failures.prepare(built.config, exp_dir, asked_for_restarts)
     if runs_in_process(exp, built) and not (resume and tune.Tuner.can_restore(str(exp_dir))):
-        return run_trial(exp, built, exp_dir, run_info, resume=resume)
+        return run_trial(exp, built, exp_dir, run_info, resume=resume, errors_dir=errors_dir, since=started)
     interrupter = Interrupter(exp_dir)
     current = built.config.callbacks_class  # keep a user's callbacks class: RLlib takes a list
     users = [c for c in (current if isinstance(current, list) else [current]) if c is not RLlibCallback]
@@ -157,13 +162,24 @@ def run_experiment(
         grid = tuner.fit()
     finally:
         interrupter.uninstall()
-    outcome = summarise(exp, exp_dir, grid, metric, order)
-    outcome.interrupted = interrupter.signal_name
-    return outcome
+    return summarise(exp, exp_dir, grid, metric, order, errors_dir, started, interrupter.signal_name)
 
 
-def summarise(exp: Experiment, exp_dir: Path, grid: Any, metric: str, mode: str) -> Outcome:
-    errors = [f"{r.path}: {r.error}" for r in grid if r.error is not None]
+def summarise(
+    exp: Experiment,
+    exp_dir: Path,
+    grid: Any,
+    metric: str,
+    mode: str,
+    errors_dir: Path,
+    since: float,
+    interrupted: str | None,
+) -> Outcome:
+    errors = [
+        f"{r.path}: {failures.explain(_first_line(r.error), errors_dir, since)}"
+        for r in grid
+        if r.error is not None
+    ]
     best = None
     candidates = [r for r in grid if r.metrics and _finite(lookup(r.metrics, metric))]
     if candidates:
@@ -173,19 +189,24 @@ def summarise(exp: Experiment, exp_dir: Path, grid: Any, metric: str, mode: str)
     trial_dir = Path(best.path) if best is not None else None
     checkpoint = _best_checkpoint(best, metric, mode) if best is not None else None
     metrics = best.metrics if best is not None and best.metrics else {}
-    ret = lookup(metrics, RETURN)
     plot = plot_reward_curve(trial_dir, exp.name) if trial_dir else None
-    return Outcome(
-        name=exp.name,
-        experiment_dir=exp_dir,
-        trial_dir=trial_dir,
+    return Outcome.from_result(
+        exp.name,
+        exp_dir,
+        trial_dir,
+        metrics,
+        errors,
         best_checkpoint=checkpoint,
-        best_return=float(ret) if _finite(ret) else None,
-        steps=int(lookup(metrics, "num_env_steps_sampled_lifetime") or 0),
-        seconds=float(metrics.get("time_total_s") or 0.0),
         plot=plot,
-        errors=errors,
+        interrupted=interrupted,
     )
+
+
+def _first_line(error: BaseException) -> str:
+    """A Tune trial's error in one line: the root exception's type and message."""
+    root = error.__cause__ or error
+    text = str(root).strip().splitlines()
+    return f"{type(root).__name__}: {text[-1] if text else ''}"
 
 
 def _finite(value: Any) -> bool:

@@ -169,7 +169,7 @@ def test_onnx_matches_torch_on_env_observations(trained, tmp_path, name):
     import torch
 
     from envsdk.checkpoints import locate
-    from envsdk.onnx_export import _Network, _networks
+    from envsdk.onnx_export import _policies, greedy
     from envsdk.restore import load
 
     target = tmp_path / "policy.onnx"
@@ -188,22 +188,22 @@ def test_onnx_matches_torch_on_env_observations(trained, tmp_path, name):
     else:
         assert names == ["observations"] and obs_keys == ["ep0000/agent/obs"]
         feeds = {"observations": data["ep0000/agent/obs"].astype(np.float32)}
-    got = session.run(None, feeds)[0]
-    # The same network in torch, loaded independently of the exporter's session.
-    restored = load(locate(trained[name]).checkpoint)
-    net, _, _ = _networks(restored)["default_policy"]
-    net.eval()
     continuous = name == "pendulum"
-    wrapper = _Network(net, restored.new_stack, name == "masked", 1 if continuous else None)
+    assert [o.name for o in session.get_outputs()] == ["means" if continuous else "logits"]
+    got = session.run(None, feeds)
+    # The same network in torch, loaded independently of the exporter's session.
+    policy = _policies(load(locate(trained[name]).checkpoint))["default_policy"]
     with torch.no_grad():
-        want = wrapper(*[torch.from_numpy(feeds[n]) for n in names]).numpy()
+        want = [t.numpy() for t in policy(*[torch.from_numpy(feeds[n]) for n in names])]
     if continuous:
-        np.testing.assert_allclose(got, want, atol=1e-5)
+        np.testing.assert_allclose(got[0], want[0], atol=1e-5)
     else:
-        assert (got.argmax(-1) == want.argmax(-1)).all()
-    # Greedy actions from the ONNX model are the ones the rollout took (same connectors).
-    if not continuous:
-        assert (got.argmax(-1)[:-1] == data["ep0000/agent/actions"]).all()
+        assert (got[0].argmax(-1) == want[0].argmax(-1)).all()
+    # Greedy actions from the ONNX model are the ones the rollout took (same connectors; continuous
+    # ones mapped to the action bounds as RLlib's normalize_actions does).
+    (chosen,) = greedy(got, policy.layout)
+    taken = data["ep0000/agent/actions"]
+    np.testing.assert_allclose(chosen[:-1].reshape(taken.shape), taken, atol=1e-5)
 
 
 def copy_checkpoint(src_experiment: Path, dst: Path) -> Path:
@@ -224,7 +224,7 @@ def test_damaged_checkpoint_is_refused(trained, tmp_path):
 
 
 def test_interrupted_checkpoint_is_skipped_in_a_trial(trained, tmp_path):
-    trial = next(p for p in trained["cartpole"].iterdir() if p.is_dir())
+    trial = next(p.parent for p in trained["cartpole"].glob("*/progress.csv"))
     copy = Path(shutil.copytree(trial, tmp_path / trial.name))
     (copy / "checkpoint_000002" / "envsdk_checkpoint.json").unlink()  # as if killed mid-copy
     out = rollout(copy, "--episodes", "1", "--no-out")

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from envsdk.default_models.spaces import sample_allowed
 from envsdk.errors import UserError
 from tests.conftest import ROOT, needs_xvfb, player_pids
 from unity_bridge import observations, side_channels
@@ -143,8 +144,8 @@ def test_handshake_reset_step_and_log_file(tmp_path):
         assert steps[0].obs[0].shape == (3,)
         for _ in range(20):
             for s in steps:
-                if not s.done:
-                    game.set_actions("Chase", {s.agent_id: Action(discrete=[2])})
+                if not s.done:  # right, unless the game masks it (at the track's end): then stay
+                    game.set_actions("Chase", {s.agent_id: Action(discrete=[2 if s.mask[2] else 0])})
             steps = game.wait_for_agents(game.step())
         assert (game.player_stats().threads or 0) > 0
     finally:
@@ -272,7 +273,7 @@ def test_group_rewards_reach_every_member():  # ray #21489
         assert {k.split("/")[0] for k in obs} == {"Dodgeball?team=0", "Dodgeball?team=1"}
         assert set(e.policy_specs()) == {"Dodgeball_team_0", "Dodgeball_team_1"}
         for _ in range(600):
-            actions = {k: e.get_action_space(k).sample(mask=_mask(o)) for k, o in obs.items()}
+            actions = {k: sample_allowed(e.get_action_space(k), o) for k, o in obs.items()}
             obs, rewards, term, trunc, infos = e.step(actions)
             if term[ALL] or trunc[ALL]:
                 break
@@ -290,11 +291,9 @@ def test_group_rewards_reach_every_member():  # ray #21489
         e.close()
 
 
-def _mask(obs):
-    if isinstance(obs, dict) and "action_mask" in obs:
-        mask = obs["action_mask"]
-        return (mask[:3].astype(np.int8), mask[3:].astype(np.int8))
-    return None
+def _right_or_stay(obs: dict) -> dict:
+    """Chase agents walk right where the game allows it (the stand-in exits on a masked action)."""
+    return {k: 2 if o["action_mask"][2] else 0 for k, o in obs.items()}
 
 
 def test_reset_waits_for_a_first_decision():  # ray #33993
@@ -421,7 +420,7 @@ def test_crashed_or_hung_player_is_replaced(fault):
         first_pid = e.game._player.pid
         restarted = False
         for _ in range(40):
-            obs, _, term, trunc, infos = e.step({k: 2 for k in obs})
+            obs, _, term, trunc, infos = e.step(_right_or_stay(obs))
             if trunc[ALL] and any(i.get("player_restarted") for i in infos.values()):
                 restarted = True
                 break
@@ -431,7 +430,7 @@ def test_crashed_or_hung_player_is_replaced(fault):
         with pytest.raises(PlayerError, match="not restarting it again"):
             obs, _ = e.reset()
             for _ in range(40):
-                obs, _, term, trunc, _ = e.step({k: 2 for k in obs})
+                obs, _, term, trunc, _ = e.step(_right_or_stay(obs))
                 if term[ALL] or trunc[ALL]:
                     obs, _ = e.reset()
     finally:

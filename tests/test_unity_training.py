@@ -74,10 +74,49 @@ def test_crash_recovery_schedule_and_graphics_monitor(train, tmp_path):
     _no_players_left(before)
 
 
+@needs_xvfb
+def test_masked_hybrid_and_camera_behaviors_learn_side_by_side(train, tmp_path):
+    """configs/unity-seekwatch.yaml: default models only, one remote env runner.
+
+    Seeker (vector, masked hybrid actions): its return rises by at least 0.3 (random play about
+    0.2; walking straight there about 0.95).  Watcher (16x16x3 camera, Discrete(3), no mask):
+    its share of right answers rises from chance (1/3) to over 0.5.  The player exits on any
+    masked action it receives, so a clean run with no player restart shows none arrived.
+    """
+    before = player_pids()
+    logs = tmp_path / "logs"
+    out = train("-f", "configs/unity-seekwatch.yaml", "--stop-iters", "5", "--checkpoint-at-end",
+                f"--config.env_config.log_folder={logs}", timeout=500)  # fmt: skip
+    assert out.returncode == 0, out.stdout[-2000:]
+    assert (
+        "model Seeker: Box(3,) flattened -> MLP [64, 64]; actions hybrid 1 continuous + Discrete(3), masked"
+        in out.stdout
+    )
+    assert (
+        "model Watcher: 16x16x3 float32 image -> CNN 2 layers -> MLP [64, 64]; actions Discrete(3)"
+        in out.stdout
+    )
+    (trial,) = trial_dirs(train.results)
+    rows = progress_rows(trial)
+    seeker = [float(r["env_runners/module_episode_returns_mean/Seeker"]) for r in rows]
+    right = [float(r["env_runners/unity/SeekWatch/WatcherRight"]) for r in rows]
+    assert seeker[-1] > seeker[0] + 0.3, seeker
+    assert right[0] < 0.45 and right[-1] > 0.5, right
+    assert max(float(r["env_runners/unity/player_restarts"]) for r in rows) == 0
+    log = "".join(p.read_text() for p in logs.glob("*.log"))
+    assert "masked action" not in log and "trainer closed the connection" in log
+    _no_players_left(before)
+    roll = subprocess.run(
+        [sys.executable, "rollout.py", str(trial), "--episodes", "2", "--no-out"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert roll.returncode == 0, roll.stderr[-2000:]
+    _no_players_left(before)
+
+
 def test_user_mistakes_with_unity_games_exit_2(train, tmp_path):
     cases = [
         (["--config.env_config.file_name=builds/NoSuchGame"], "Unity player 'builds/NoSuchGame' not found"),
-        (["--config.env_config.additional_args=[--visual, '8']"], "observations are a Dict"),
         (["--config.env_config.timeout=5"], "unknown Unity setting 'timeout'"),
         (["--config.env_config.additional_args=[--api-version, '2.0.0']"], "speaks ML-Agents API 2.0.0"),
     ]
@@ -86,6 +125,14 @@ def test_user_mistakes_with_unity_games_exit_2(train, tmp_path):
         out = train("-f", "configs/unity-chase.yaml", "--dry-run", *extra)
         assert out.returncode == 2, (extra, out.stderr[-1500:])
         assert message in out.stderr and "Traceback" not in out.stderr
+    # A player that crashes at every start: the error says so and names its log, which says why.
+    logs = tmp_path / "logs"
+    out = train("-f", "configs/unity-chase.yaml", "--config.env_config.additional_args=[--crash-at-start]",
+                f"--config.env_config.log_folder={logs}")  # fmt: skip
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "the Unity player exited before connecting (exit code 3)" in out.stderr
+    assert str(logs / "Player-0.log") in out.stderr
+    assert "fault switch: crashing at start" in (logs / "Player-0.log").read_text()
     _no_players_left(before)
 
 

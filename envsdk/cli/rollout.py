@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import logging
 import math
 import shutil
 from pathlib import Path
 from typing import Any
 
 from envsdk.errors import UserError, exit_now, run_cli
-from envsdk.notices import notice
+from envsdk.notices import notice, quiet_rllib
 from envsdk.yamlio import parse_scalar
 
 DEFAULT_OUT = "rollout.npz"
@@ -158,8 +157,7 @@ def _place_videos(records: list, folder: Path) -> None:
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
     _check_args(args)
-    for name in ("ray.rllib", "ray._common.deprecation"):  # RLlib's own deprecation chatter
-        logging.getLogger(name).setLevel(logging.ERROR)
+    quiet_rllib()
     from envsdk.checkpoints import locate
     from envsdk.restore import load
 

@@ -158,6 +158,7 @@ def dry_run(exp: Any, built: Any) -> None:
             "checkpoint_freq": exp.checkpoint_freq,
             "checkpoint_at_end": exp.checkpoint_at_end,
             "search_space": {"/".join(k): str(v) for k, v in built.search_space.items()},
+            "models": built.models,
             "config (differs from RLlib defaults)": changed,
         }
     }
@@ -210,6 +211,8 @@ def main(argv: list[str]) -> int:
             if sized is not None:
                 why = "the cluster's CPUs less the algorithm's and learners'"
                 print(f"num_env_runners: auto -> {sized} ({why})")
+            for line in b.models:
+                print(f"[{exp.name}] model {line}")
             outcome = run_experiment(
                 exp, b, storage_path=args.storage_path, resume=args.resume, restore=args.restore
             )

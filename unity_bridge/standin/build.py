@@ -3,7 +3,7 @@
 Each build is an executable ``NAME.x86_64`` that starts the stand-in player
 with this Python, so the bridge launches it exactly as it launches a Unity
 player (same path handling, same arguments).  Defaults: ``builds/Chase.x86_64``
-and ``builds/Dodgeball.x86_64``.
+``builds/Dodgeball.x86_64`` and ``builds/SeekWatch.x86_64``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,11 @@ import stat
 import sys
 from pathlib import Path
 
-BUILDS = {"Chase": ["--game", "chase"], "Dodgeball": ["--game", "dodgeball", "--agents", "2"]}
+BUILDS = {
+    "Chase": ["--game", "chase"],
+    "Dodgeball": ["--game", "dodgeball", "--agents", "2"],
+    "SeekWatch": ["--game", "seekwatch"],
+}
 
 
 def write_build(folder: Path, name: str, args: list[str]) -> Path:

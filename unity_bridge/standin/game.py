@@ -7,6 +7,13 @@
 * ``dodgeball``: two teams (behaviors ``Dodgeball?team=0`` and ``?team=1``)
   on one track.  Throwing at a close opponent may knock it out; the round
   ends when a team is out (group reward +1 / -1) or after ``max_steps``.
+* ``seekwatch``: two behaviors of different kinds in one game.  ``Seeker``
+  walks towards a target (vector observations; a hybrid action: a
+  continuous move plus a gait branch walk / sprint / stand, with sprint
+  masked near the target and at the track's ends); ``Watcher`` only sees a
+  camera (``--visual N``, no vector) and names the third of the track the
+  target is in (Discrete(3), unmasked, +0.1 when right).  A round ends
+  when the seeker arrives or after ``max_steps``.
 
 Games know nothing about the protocol; ``standin.player`` serves them.
 """
@@ -24,6 +31,8 @@ class Behavior:
     vector_size: int
     continuous: int
     branches: tuple[int, ...]
+    vector: bool | None = None  # None: as the command line says (--no-vector)
+    camera: bool | None = None  # None: as the command line says (--visual N)
 
 
 @dataclass
@@ -254,6 +263,78 @@ class Dodgeball(Game):
         return [*marks, (agent.pos / self.ARENA, 160)]
 
 
+class SeekWatch(Game):
+    SEEKER, WATCHER = "Seeker", "Watcher"
+    SPRINT, STAND = 1, 2  # the seeker's gait branch: 0 = walk
+
+    def __init__(self, agents: int, seed: int, decision_period: int, max_steps: int):
+        super().__init__(agents, seed, decision_period, max_steps)
+        self.behaviors = [
+            Behavior(self.SEEKER, 3, 1, (3,), vector=True, camera=False),
+            Behavior(self.WATCHER, 0, 0, (3,), vector=False, camera=True),
+        ]
+        self.agents = [Agent(slot=0, behavior=self.SEEKER), Agent(slot=1, behavior=self.WATCHER)]
+        self.length = 10.0
+        self.target = 0.0
+
+    def restart(self, agent: Agent) -> None:
+        agent.episode_id = self.new_id()
+        agent.steps, agent.done, agent.interrupted = 0, False, False
+        if agent.behavior == self.SEEKER:
+            agent.pos = float(self.rng.integers(0, int(self.length) + 1))
+            self.target = agent.pos
+            while abs(self.target - agent.pos) < 3:
+                self.target = float(self.rng.integers(0, int(self.length) + 1))
+
+    def reset(self) -> None:
+        self.frame = 0
+        for agent in self.agents:
+            agent.reward = agent.group_reward = 0.0
+            self.restart(agent)
+
+    def observe(self, agent: Agent) -> np.ndarray:
+        if agent.behavior == self.WATCHER:
+            return np.zeros(0, np.float32)
+        n = self.length
+        return np.array([agent.pos / n, self.target / n, (self.target - agent.pos) / n], np.float32)
+
+    def mask(self, agent: Agent) -> np.ndarray | None:
+        if agent.behavior == self.WATCHER:
+            return None
+        near = abs(self.target - agent.pos) < 2.5 or agent.pos <= 0 or agent.pos >= self.length
+        return np.array([False, near, False])
+
+    def _region(self) -> int:
+        return min(2, int(3 * self.target / (self.length + 1)))
+
+    def step(self, actions: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        seeker, watcher = self.agents
+        for agent in self.agents:
+            if agent.slot in actions:
+                agent.last_action = actions[agent.slot]
+        cont, gait = seeker.last_action
+        speed = {0: 1.0, self.SPRINT: 2.0, self.STAND: 0.0}.get(int(gait[0]) if len(gait) else 0, 1.0)
+        move = float(np.clip(cont[0], -1.0, 1.0)) if len(cont) else 0.0
+        seeker.pos = float(np.clip(seeker.pos + speed * move, 0, self.length))
+        _, guess = watcher.last_action
+        right = len(guess) > 0 and int(guess[0]) == self._region()
+        watcher.reward += 0.1 if right else 0.0
+        self.stats.append(("SeekWatch/WatcherRight", float(right), 0))
+        for agent in self.agents:
+            agent.steps += 1
+        seeker.reward -= 0.01
+        arrived = abs(seeker.pos - self.target) < 0.5
+        if arrived or seeker.steps >= self.max_steps:
+            seeker.reward += 1.0 if arrived else 0.0
+            self.stats.append(("SeekWatch/Arrived", float(arrived), 0))
+            for agent in self.agents:
+                agent.done, agent.interrupted = True, not arrived
+        self.frame += 1
+
+    def scene(self, agent: Agent) -> list[tuple[float, int]]:
+        return [(self.target / self.length, 255), (self.agents[0].pos / self.length, 96)]
+
+
 def make_game(
     name: str, *, agents: int, seed: int, decision_period: int, max_steps: int, actions: str
 ) -> Game:
@@ -261,4 +342,6 @@ def make_game(
         return Chase(agents, seed, decision_period, max_steps, actions)
     if name == "dodgeball":
         return Dodgeball(agents, seed, decision_period, max_steps)
-    raise SystemExit(f"stand-in: unknown game {name!r} (chase, dodgeball)")
+    if name == "seekwatch":
+        return SeekWatch(agents, seed, decision_period, max_steps)
+    raise SystemExit(f"stand-in: unknown game {name!r} (chase, dodgeball, seekwatch)")

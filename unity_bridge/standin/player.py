@@ -8,9 +8,11 @@ with "Unable to open display" like a Unity player when there is none.  With
 
 Stand-in arguments (given through env_config ``additional_args``): ``--game``,
 ``--agents``, ``--actions``, ``--visual N``, ``--visual-channels``,
-``--visual-raw``, ``--visual-layout``, ``--decision-period``, ``--max-steps``,
-``--first-decision-after``, and the fault switches ``--crash-after N``,
-``--hang-after N``, ``--api-version X``.
+``--visual-raw``, ``--visual-layout``, ``--no-vector``, ``--decision-period``, ``--max-steps``,
+``--first-decision-after``, and the fault switches ``--crash-at-start``,
+``--crash-after N``, ``--hang-after N``, ``--api-version X``.  Like a game that trusts its action
+masks, it exits (status 5, "error: masked action ..." in its log) when an
+action it masked arrives.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-steps", type=int, default=30)
     p.add_argument("--first-decision-after", type=int, default=0)
     p.add_argument("--crash-after", type=int, default=0)
+    p.add_argument("--crash-at-start", action="store_true", help="exit with status 3 before connecting")
     p.add_argument("--hang-after", type=int, default=0)
     p.add_argument("--api-version", default="1.5.0")
     p.add_argument("--seed", type=int, default=0)
@@ -121,23 +124,35 @@ class Player:
             args.game, agents=args.agents, seed=args.seed, decision_period=args.decision_period,
             max_steps=args.max_steps, actions=args.actions,
         )  # fmt: skip
+        self.specs = {b.name: b for b in self.game.behaviors}
+        cameras = any(self._has_camera(b.name) for b in self.game.behaviors)
+        self.camera_size = args.visual or (16 if cameras else 0)
         self.camera = (
-            Camera(args.visual, args.visual_channels, not args.nographics, self.log)
-            if (args.visual or not args.nographics)
+            Camera(self.camera_size, args.visual_channels, not args.nographics, self.log)
+            if (cameras or not args.nographics)
             else None
         )
         self.announced: set[str] = set()
         self.asked: dict[str, list[int]] = {}  # behavior -> slots, in wire order
+        self.masks: dict[int, np.ndarray] = {}  # slot -> the action mask it was last sent (True = forbidden)
         self.steps = 0
         self.silent_frames = 0
 
     # ---- observations ------------------------------------------------------
 
+    def _has_camera(self, behavior: str) -> bool:
+        wanted = self.specs[behavior].camera
+        return bool(self.args.visual) if wanted is None else wanted
+
+    def _has_vector(self, behavior: str) -> bool:
+        wanted = self.specs[behavior].vector
+        return not self.args.no_vector if wanted is None else wanted
+
     def _visual(self, report: Report) -> pb.ObservationProto:
         a = self.args
         frame = self.camera.frame(self.game.scene(report.agent))  # type: ignore[union-attr]
-        c = a.visual_channels
-        shape = [a.visual, a.visual, c] if a.visual_layout == "hwc" else [c, a.visual, a.visual]
+        c, size = a.visual_channels, self.camera_size
+        shape = [size, size, c] if a.visual_layout == "hwc" else [c, size, size]
         obs = pb.ObservationProto(shape=shape, name="camera")
         if a.visual_raw:
             values = frame.astype(np.float32) / 255.0
@@ -156,13 +171,16 @@ class Player:
             reward=agent.reward, done=agent.done, max_step_reached=agent.interrupted, id=agent.episode_id,
             group_id=agent.group_id, group_reward=agent.group_reward,
         )  # fmt: skip
-        if not self.args.no_vector:
+        if self._has_vector(agent.behavior):
             vector = info.observations.add(shape=[len(report.vector)], name="vector")
             vector.float_data.data.extend(report.vector.tolist())
-        if self.args.visual:
+        if self._has_camera(agent.behavior):
             info.observations.append(self._visual(report))
         if report.mask is not None:
             info.action_mask.extend(report.mask.tolist())
+            self.masks[agent.slot] = report.mask
+        else:
+            self.masks.pop(agent.slot, None)
         return info
 
     def output(self) -> pb.UnityMessageProto:
@@ -223,6 +241,7 @@ class Player:
                     np.asarray(action.continuous_actions, np.float32),
                     np.asarray(action.discrete_actions, np.int64),
                 )
+                self._check_mask(behavior, slot, actions[slot][1])
         self.game.step(actions)
         self.steps += 1
         if self.args.crash_after and self.steps >= self.args.crash_after:
@@ -233,11 +252,25 @@ class Player:
             while True:
                 time.sleep(3600)
 
+    def _check_mask(self, behavior: str, slot: int, discrete: np.ndarray) -> None:
+        """Like a game that trusts its masks: a forbidden action is a fatal error here."""
+        mask = self.masks.get(slot)
+        if mask is None:
+            return
+        offsets = np.cumsum([0, *self.specs[behavior].branches])[:-1]
+        for branch, choice in enumerate(discrete):
+            if mask[offsets[branch] + int(choice)]:
+                self.log(f"error: masked action {int(choice)} in branch {branch} for {behavior} agent {slot}")
+                raise SystemExit(5)
+
     # ---- the protocol loop ---------------------------------------------------
 
     def run(self) -> int:
         a = self.args
         self.log(f"stand-in player: game {a.game}, port {a.mlagents_port}, graphics {not a.nographics}")
+        if a.crash_at_start:
+            self.log("fault switch: crashing at start")
+            return 3
         channel = grpc.insecure_channel(f"localhost:{a.mlagents_port}")
         call = channel.unary_unary(
             EXCHANGE,

@@ -1,0 +1,19 @@
+"""Adding this tool's hooks to an AlgorithmConfig without replacing the user's.
+
+RLlib keeps one ``callbacks_on_<event>`` setting per event, a callable or a
+list of them, called in order.  :func:`add_callback` appends to it, so a
+user's own ``callbacks_on_train_result`` (or one of another hook of ours:
+curriculum, Unity stats, ``--restore``, failure checks) keeps running.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def add_callback(config: Any, event: str, hook: Callable[..., Any]) -> None:
+    """Call ``hook`` on ``event`` (e.g. ``"on_train_result"``) after what is already set."""
+    current = getattr(config, f"callbacks_{event}", None)
+    hooks = [] if current is None else list(current) if isinstance(current, list | tuple) else [current]
+    config.callbacks(**{event: [*hooks, hook]})
