@@ -172,6 +172,22 @@ def best_in_trial(trial: Path) -> tuple[Path, float | None, str] | None:
     return latest, ranked[1] if ranked else None, "its latest checkpoint"
 
 
+def best_of(trials: list[Path]) -> Located | None:
+    """The checkpoint train.py reports and rollout.py picks among several trials.
+
+    Each trial offers :func:`best_in_trial`; the trial whose offer scores
+    highest (by the run's score attribute, else the return) wins, else the
+    last trial's.  One function, so both tools name the same checkpoint
+    whatever ``num_samples`` is.
+    """
+    offers = [t for t in (best_in_trial(d) for d in sorted(trials) if d.is_dir()) if t]
+    if not offers:
+        return None
+    ranked = [t for t in offers if t[1] is not None]
+    best = max(ranked, key=lambda t: t[1]) if ranked else offers[-1]
+    return Located(best[0], f"{best[2]} of the best trial {best[0].parent.name}")
+
+
 def locate(path: str | Path) -> Located:
     """Checkpoint folder, a file in one, a trial folder or an experiment folder -> checkpoint."""
     given = Path(path).expanduser()
@@ -185,11 +201,9 @@ def locate(path: str | Path) -> Located:
     trial = best_in_trial(given)
     if trial is not None:
         return Located(trial[0], f"{trial[2]} of trial {given.name}")
-    trials = [t for t in (best_in_trial(d) for d in sorted(given.iterdir()) if d.is_dir()) if t]
-    if trials:
-        ranked = [t for t in trials if t[1] is not None]
-        best = max(ranked, key=lambda t: t[1]) if ranked else trials[-1]
-        return Located(best[0], f"{best[2]} of the best trial {best[0].parent.name}")
+    found = best_of([d for d in given.iterdir() if d.is_dir()])
+    if found is not None:
+        return found
     raise UserError(
         f"no checkpoint in {given}",
         "train with --checkpoint-at-end or --checkpoint-freq N, then pass that folder",

@@ -19,6 +19,7 @@ Every config key a YAML file may hold is handled in this module:
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import functools
@@ -27,7 +28,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from ray import tune
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
@@ -38,26 +38,20 @@ from envsdk import legacy
 from envsdk.callbacks import add_callback
 from envsdk.curriculum import apply_curriculum
 from envsdk.default_models.choice import check_modules, module_spec
-from envsdk.env_checker import AGENT, EnvInfo, preflight
+from envsdk.env_checker import AGENT, EnvInfo, preflight, unbuilt
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.experiment import Experiment
 from envsdk.imports import import_ref
 from envsdk.notices import notice, quiet_rllib
 from envsdk.plugins import load_model, search_path
 from envsdk.registry import ResolvedEnv, resolve_env
+from envsdk.validation import SEARCH_SPACES, check_config_value, search_domain
 from envsdk.yamlio import LineDict
 
-SEARCH_SPACES = {
-    "grid_search": None,
-    "choice": lambda v: tune.choice(v),
-    "uniform": lambda v: tune.uniform(*v),
-    "quniform": lambda v: tune.quniform(*v),
-    "loguniform": lambda v: tune.loguniform(*v),
-    "qloguniform": lambda v: tune.qloguniform(*v),
-    "randint": lambda v: tune.randint(*v),
-    "qrandint": lambda v: tune.qrandint(*v),
-    "randn": lambda v: tune.randn(*v),
-}
+_MISSING = object()
+# Keys handled by this module itself (checked where they are used), not by their RLlib default's type.
+NOT_TYPE_CHECKED = {"env", "env_config", "model", "model_config", "curriculum", "callbacks", "policies",
+                    "policy_mapping_fn", "policies_to_train", "multiagent"}  # fmt: skip
 # Keys this tool adds on top of RLlib's, or accepts in their Python-API spelling.
 EXTRA_KEYS = {"curriculum", "model_config", "lambda_", "env", "env_config", "multiagent"}
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
@@ -121,34 +115,76 @@ class BuiltConfig:
         return space
 
 
-def _search_space(value: Any) -> Any | None:
+def _search_space(value: Any, where: str) -> Any | None:
+    """The Tune domain a ``{op: [...]}`` value stands for (None for any other value)."""
     if isinstance(value, dict) and len(value) == 1:
         op, arg = next(iter(value.items()))
         if op in SEARCH_SPACES:
-            if not isinstance(arg, list) or not arg:
-                raise UserError(f"'{op}' needs a list, got {arg!r}", f"write {op}: [a, b, ...]")
-            make = SEARCH_SPACES[op]
-            return tune.grid_search(arg) if make is None else make(arg)
+            return search_domain(op, arg, where)
     return None
 
 
-def _extract_search_spaces(values: dict, prefix: tuple = ()) -> dict[tuple, Any]:
-    """Replace search-space values by a representative, returning the domains."""
+def _extract_search_spaces(values: dict, where: Any, prefix: tuple = ()) -> dict[tuple, Any]:
+    """Replace search-space values by a representative, returning the domains.
+
+    ``where(key)`` names the YAML line of a top-level key (nested ones report their top key's).
+    """
     found: dict[tuple, Any] = {}
     for key, value in list(values.items()):
-        domain = _search_space(value)
+        line = where(prefix[0] if prefix else key)
+        domain = _search_space(value, line)
         if domain is not None:
             found[(*prefix, key)] = domain
             values[key] = next(iter(value.values()))[0]
         elif isinstance(value, dict) and key != "env_config":
-            found.update(_extract_search_spaces(value, (*prefix, key)))
+            found.update(_extract_search_spaces(value, where, (*prefix, key)))
     return found
 
 
-def translate(raw: LineDict, valid: set[str]) -> dict[str, Any]:
-    """Legacy names -> 2.60 names; unknown keys are errors naming file:line."""
-    out: dict[str, Any] = {}
+def _candidates(domain: Any) -> list[Any]:
+    """The values a search space may give (grid and choice), or its bounds."""
+    if isinstance(domain, dict) and "grid_search" in domain:
+        return list(domain["grid_search"])
+    if hasattr(domain, "categories"):
+        return list(domain.categories)
+    return [getattr(domain, "lower", None), getattr(domain, "upper", None)]
+
+
+def _check_values(
+    values: LineDict, defaults: dict[str, Any], search: dict[tuple, Any], spelled: dict[str, str]
+) -> None:
+    """Every RLlib config value against the type of RLlib's default (every candidate of a search space)."""
+    for key, value in list(values.items()):
+        default = defaults.get(key, defaults.get(key.rstrip("_"), _MISSING))
+        if key in NOT_TYPE_CHECKED or default is _MISSING:
+            continue
+        where, name = values.where(key), spelled.get(key, key)
+        for candidate in _candidates(search[(key,)]) if (key,) in search else []:
+            check_config_value(key, candidate, default, where, name)
+        values[key] = check_config_value(key, value, default, where, name)
+
+
+def _resolve_callbacks(values: dict[str, Any], paths: list[Path]) -> None:
+    """``callbacks_on_<event>: module.fn`` (or a list) and Ray 1.x ``callbacks: module.Class`` imported."""
+    for key, value in list(values.items()):
+        if key == "callbacks" and isinstance(value, str):
+            values[key] = import_ref(value, paths, what="callbacks class")
+        elif key.startswith("callbacks_on_") and value is not None:
+            refs = value if isinstance(value, list) else [value]
+            hooks = [import_ref(r, paths, what=key) if isinstance(r, str) else r for r in refs]
+            values[key] = hooks if isinstance(value, list) else hooks[0]
+
+
+def translate(raw: LineDict, valid: set[str]) -> tuple[LineDict, dict[str, str]]:
+    """Legacy names -> 2.60 names (keeping each key's line), and new name -> the YAML's name.
+
+    Unknown keys are errors naming file:line.
+    """
+    out = LineDict()
+    out.source = raw.source
+    spelled: dict[str, str] = {}
     for key, value in raw.items():
+        old = key
         if key in legacy.REMOVED_CONFIG_KEYS:
             raise UserError(
                 f"{raw.where(key)}: config key '{key}' was removed from RLlib",
@@ -174,16 +210,19 @@ def translate(raw: LineDict, valid: set[str]) -> dict[str, Any]:
                 else "see the README's config section for valid keys",
             )
         out[key] = value
+        out.lines[key] = raw.lines.get(old, 0)
+        spelled[key] = old
     multiagent = out.pop("multiagent", None)
     if multiagent:
         notice("config key 'multiagent' is now top-level policies / policy_mapping_fn / ...")
         for key, value in multiagent.items():
             out.setdefault(key, value)
-    return out
+            out.lines.setdefault(key, raw.lines.get("multiagent", 0))
+    return out, spelled
 
 
-def valid_keys(algo_class: type) -> set[str]:
-    defaults = algo_class.get_default_config().to_dict()
+def valid_keys(defaults: dict[str, Any]) -> set[str]:
+    """The config keys a YAML may use: the algorithm's (``config.to_dict()``) and :data:`EXTRA_KEYS`."""
     return {k for k in defaults if not k.startswith("_")} | EXTRA_KEYS
 
 
@@ -284,8 +323,10 @@ def merge(base: dict, extra: dict) -> dict:
 
 
 def _continuous_actions(info: EnvInfo) -> bool:
-    """Whether any action space of the env has a Box in it."""
+    """Whether any action space of the env has a Box in it (True when the spaces are unknown)."""
     spaces = [act for _, act in info.agent_spaces.values()]
+    if not spaces:
+        return True
 
     def has_box(space: gym.Space) -> bool:
         if isinstance(space, gym.spaces.Box):
@@ -299,8 +340,14 @@ def _continuous_actions(info: EnvInfo) -> bool:
     return any(has_box(space) for space in spaces)
 
 
-def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> BuiltConfig:
-    """Validate ``exp.config`` (plus CLI overrides) and build the AlgorithmConfig."""
+def build_config(
+    exp: Experiment, overrides: dict[str, Any] | None = None, dry_run: bool = False
+) -> BuiltConfig:
+    """Validate ``exp.config`` (plus CLI overrides) and build the AlgorithmConfig.
+
+    ``dry_run``: an env class with ``build_in_dry_run = False`` (it launches a
+    game) is not built; its spaces, policies and models stay unknown.
+    """
     algo_class = algorithm_class(exp.run)
     quiet_rllib()
     raw = LineDict(copy.deepcopy(dict(exp.config)))
@@ -308,14 +355,18 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
     merged = merge(dict(raw), overrides or {})
     for key in overrides or {}:
         raw[key] = merged[key]  # item by item, so that raw keeps its YAML line numbers
-    values = translate(raw, valid_keys(algo_class))
+    defaults = algo_class.get_default_config().to_dict()
+    values, spelled = translate(raw, valid_keys(defaults))
     user_keys = set(values)
-    search = _extract_search_spaces(values)
+    search = _extract_search_spaces(values, values.where)
+    _check_values(values, defaults, search, spelled)
+    _resolve_callbacks(values, [exp.base_dir])
     auto_runners = values.get("num_env_runners") == "auto"
     if auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
 
-    env_ref = values.pop("env", None) or exp.env
+    values.pop("env", None)  # merged into exp.env (experiment.py, then --env / --config.env)
+    env_ref = exp.env
     env_config = dict(values.pop("env_config", None) or {})
     paths = [exp.base_dir]
     resolved = resolve_env(env_ref, paths)
@@ -327,7 +378,13 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
     prepare = getattr(target, "prepare_env_config", None)
     if prepare is not None:  # e.g. the Unity env makes its file paths absolute for the env runners
         env_config = prepare(env_config, exp.base_dir)
-    with preflight(resolved, env_config) as (env, info):
+    skip = dry_run and not getattr(target, "build_in_dry_run", True)
+    with (
+        contextlib.nullcontext((None, unbuilt(target))) if skip else preflight(resolved, env_config) as (
+            env,
+            info,
+        )
+    ):
         model = _model_settings(
             values, info, algo_class, exp.run, search_path(exp.base_dir), raw.where("model")
         )
@@ -374,9 +431,10 @@ def build_config(exp: Experiment, overrides: dict[str, Any] | None = None) -> Bu
             import_ref(str(curriculum), paths, what="curriculum function")  # fail early
             hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths])
             add_callback(config, "on_train_result", hook)
-        models = (
-            []
-            if model.old_stack
-            else check_modules(config, env, info.first_obs, _policy_of(config, info), model.plugin)
-        )
+        if env is None:
+            models = ["decided when the env starts (a dry run does not start it)"]
+        elif model.old_stack:
+            models = []
+        else:
+            models = check_modules(config, env, info.first_obs, _policy_of(config, info), model.plugin)
     return BuiltConfig(algo_class, config, resolved, info, search, paths, auto_runners, models, user_keys)

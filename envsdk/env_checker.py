@@ -94,6 +94,12 @@ class EnvInfo:
     policy_mapping_fn: Any = None
 
 
+def unbuilt(target: Any) -> EnvInfo:
+    """What is known of an env that was not built (a dry run of a game): whether it is multi-agent."""
+    multi = isinstance(target, type) and issubclass(target, MultiAgentEnv)
+    return EnvInfo(multi_agent=multi, agent_spaces={}, first_obs={})
+
+
 def _agent_spaces(env: Any, obs: Any) -> dict[str, tuple[gym.Space, gym.Space]]:
     if not isinstance(env, MultiAgentEnv):
         return {AGENT: (env.observation_space, env.action_space)}
@@ -274,7 +280,11 @@ def _check(report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dic
     problems, obs, n, start = [], first, 0, time.perf_counter()
     problems += values_problems(env, obs, "reset()")
     while n < steps and time.perf_counter() - start < 5.0:
-        obs, reward, terminated, truncated, _ = env.step(_sample_action(env, obs))
+        try:
+            obs, reward, terminated, truncated, _ = env.step(_sample_action(env, obs))
+        except Exception as err:
+            problems.append(f"step {n + 1} raised {type(err).__name__}: {err}")
+            break
         n += 1
         if not problems:
             problems += values_problems(env, obs, f"step {n}")

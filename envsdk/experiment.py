@@ -27,6 +27,8 @@ from typing import Any
 from envsdk import legacy
 from envsdk.errors import UserError, did_you_mean
 from envsdk.notices import notice
+from envsdk.progress import RETURN
+from envsdk.validation import build_scheduler, parse_score_attr, parse_stop
 from envsdk.yamlio import LineDict, load_yaml_file
 
 EXPERIMENT_KEYS = {
@@ -53,11 +55,15 @@ class Experiment:
     run: str
     env: Any
     config: LineDict
-    stop: dict[str, Any] = field(default_factory=dict)
+    stop: dict[str, Any] = field(default_factory=dict)  # 2.60 metric names -> values, checked
+    custom_stop: set[str] = field(
+        default_factory=set
+    )  # stop metrics RLlib does not define (checked in the run)
     checkpoint_freq: int = 0
     checkpoint_at_end: bool = True
     keep_checkpoints_num: int | None = None
-    checkpoint_score_attr: str | None = None
+    score_metric: str | None = None  # checkpoint_score_attr, parsed: the metric ...
+    score_mode: str = "max"  # ... and whether higher ("max") or lower ("min") is better
     num_samples: int = 1
     storage_path: str | None = None
     scheduler: dict[str, Any] | None = None
@@ -91,47 +97,86 @@ def load_experiments(path: str | Path) -> list[Experiment]:
     return experiments
 
 
+# Experiment-level keys with a number or flag: (type, lowest allowed value).
+NUMBERS: dict[str, tuple[type, int | None]] = {
+    "checkpoint_freq": (int, 0),
+    "keep_checkpoints_num": (int, 1),
+    "num_samples": (int, 1),
+    "max_failures": (int, -1),
+    "checkpoint_at_end": (bool, None),
+}
+
+
+def _checked(spec: LineDict, key: str) -> Any:
+    value = spec.get(key)
+    kind, lowest = NUMBERS[key]
+    if value is None:
+        return None
+    fine = isinstance(value, bool) if kind is bool else isinstance(value, int) and not isinstance(value, bool)
+    if not fine or (lowest is not None and value < lowest):
+        expected = "true or false" if kind is bool else f"an integer >= {lowest}"
+        raise UserError(f"{spec.where(key)}: '{key}' is {value!r}, but it takes {expected}", "")
+    return value
+
+
+def _env_of(spec: LineDict, config: LineDict) -> Any:
+    """The env: ``env:`` beside ``run:`` or inside ``config:`` (the same value if both)."""
+    outer, inner = spec.get("env"), config.get("env")
+    if outer is not None and inner is not None and outer != inner:
+        raise UserError(
+            f"{spec.where('env')}: env '{outer}' here, but '{inner}' at {config.where('env')}",
+            "keep one env: line (--env on the command line overrides both)",
+        )
+    return outer if outer is not None else inner
+
+
 def _parse_experiment(name: str, spec: LineDict, path: Path) -> Experiment:
     spec = _translate_keys(spec)
     config = spec.get("config") or LineDict()
     if not isinstance(config, dict):
-        raise UserError(f"{spec.where('config')}: 'config' must be a mapping", "")
+        raise UserError(
+            f"{spec.where('config')}: 'config' must be a mapping", "indent the config keys under it"
+        )
     if not isinstance(config, LineDict):
         config = LineDict(config)
     config.source = config.source or path
-    env = spec.get("env", config.get("env"))
     run = spec.get("run")
-    if not run:
+    if not run or not isinstance(run, str):
         raise UserError(
-            f"{spec.where(None)}: experiment '{name}' has no 'run' key",
+            f"{spec.where('run' if run else None)}: experiment '{name}' has no algorithm ('run: {run}')",
             "add 'run: PPO' (or another RLlib algorithm) to the experiment",
         )
-    stop = {legacy.translate_metric(k): v for k, v in (spec.get("stop") or {}).items()}
-    for old in spec.get("stop") or {}:
-        if legacy.translate_metric(old) != old:
-            notice(f"stop key '{old}' is now '{legacy.translate_metric(old)}'")
-    score = spec.get("checkpoint_score_attr")
-    if score:
-        prefix = "min-" if score.startswith("min-") else ""
-        bare = score.removeprefix("min-").removeprefix("max-")
-        new = legacy.translate_metric(bare)
-        if new != bare:
-            notice(f"checkpoint_score_attr '{bare}' is now '{new}'")
-        score = prefix + new
+    score_metric, score_mode = parse_score_attr(
+        spec.get("checkpoint_score_attr"), spec.where("checkpoint_score_attr")
+    )
+    storage = spec.get("storage_path")
+    if storage is not None and not isinstance(storage, str):
+        raise UserError(
+            f"{spec.where('storage_path')}: 'storage_path' must be a folder path, got {storage!r}", ""
+        )
+    scheduler = spec.get("scheduler")
+    build_scheduler(scheduler, score_metric or RETURN, score_mode, spec.where("scheduler"))  # checks it
+    freq = _checked(spec, "checkpoint_freq")
+    at_end = _checked(spec, "checkpoint_at_end")
+    samples = _checked(spec, "num_samples")
+    failures = _checked(spec, "max_failures")
+    stop, custom_stop = parse_stop(spec.get("stop"), spec.where("stop"))
     return Experiment(
         name=name,
-        run=str(run),
-        env=env,
+        run=run,
+        env=_env_of(spec, config),
         config=config,
         stop=stop,
-        checkpoint_freq=int(spec.get("checkpoint_freq", 0) or 0),
-        checkpoint_at_end=bool(spec.get("checkpoint_at_end", True)),
-        keep_checkpoints_num=spec.get("keep_checkpoints_num"),
-        checkpoint_score_attr=score,
-        num_samples=int(spec.get("num_samples", 1)),
-        storage_path=spec.get("storage_path"),
-        scheduler=spec.get("scheduler"),
-        max_failures=int(spec.get("max_failures", 0)),
+        custom_stop=custom_stop,
+        checkpoint_freq=freq or 0,
+        checkpoint_at_end=True if at_end is None else at_end,
+        keep_checkpoints_num=_checked(spec, "keep_checkpoints_num"),
+        score_metric=score_metric,
+        score_mode=score_mode,
+        num_samples=1 if samples is None else samples,
+        storage_path=storage,
+        scheduler=scheduler,
+        max_failures=failures or 0,
         source=path,
     )
 

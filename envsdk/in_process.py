@@ -43,7 +43,8 @@ from envsdk.failures import explain
 from envsdk.interrupt import SignalCatcher
 from envsdk.outcome import Outcome
 from envsdk.plots import plot_reward_curve
-from envsdk.progress import ProgressLine, format_line, lookup
+from envsdk.progress import ProgressLine, format_line
+from envsdk.stopping import StopCriteria
 
 
 def runs_in_process(exp: Experiment, built: BuiltConfig) -> bool:
@@ -185,15 +186,6 @@ class Checkpointer:
         return found[0] if found else None
 
 
-def _stop_reached(result: dict[str, Any], stop: dict[str, Any]) -> bool:
-    """Tune's rule for a stop dict: any metric at or above its value."""
-    for metric, value in stop.items():
-        got = lookup(result, metric)
-        if isinstance(got, int | float) and not math.isnan(got) and got >= value:
-            return True
-    return False
-
-
 def _new_trial_dir(exp: Experiment, built: BuiltConfig, exp_dir: Path) -> tuple[Path, str]:
     """A folder named as Tune names a trial's (``PPO_CartPole-v1_1a2b3_00000_0_<date>``)."""
     short = uuid.uuid4().hex[:5]
@@ -246,6 +238,7 @@ def run_trial(
     run_info = {**run_info, "trial": trial_id}
     checkpointer = Checkpointer(trial_dir, run_info, exp.keep_checkpoints_num)
     progress = ProgressLine(exp.name, exp.stop)
+    criteria = StopCriteria(exp.stop, exp.custom_stop)
     catcher = SignalCatcher()
     errors: list[str] = []
     result: dict[str, Any] = {}
@@ -264,7 +257,10 @@ def run_trial(
             result["trial_id"] = trial_id
             log.append(result)
             progress.show(format_line(exp.name, result, exp.stop))
-            finished = _stop_reached(result, exp.stop)
+            problem = criteria.missing(result)
+            if problem:
+                raise UserError(problem, "fix the stop key in the YAML")
+            finished = criteria.reached(result)
             if (
                 catcher.signal_name
                 or (finished and exp.checkpoint_at_end)

@@ -72,7 +72,8 @@ IGNORED_EXPERIMENT_KEYS: dict[str, str] = {
 
 
 def translate_metric(name: str) -> str:
-    """Map an old metric name (possibly with Tune's ``min-``/``max-`` prefix)."""
+    """An old metric name -> its 2.60 name (others unchanged); a ``min-``/``max-`` prefix is
+    parsed by :func:`envsdk.validation.parse_score_attr`."""
     return METRICS.get(name, name)
 
 

@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 from pathlib import Path
+from typing import Any
 
 from envsdk.errors import UserError
 from envsdk.notices import notice
@@ -109,30 +110,43 @@ def _children_running(script: bytes) -> list[int]:
     return found
 
 
-def require_gpus(wanted: float, asker: str, fix: str) -> None:
-    """Asking for more GPUs than the joined Ray cluster has is a user error."""
-    import ray
+def require_gpus(wanted: float, asker: str, fix: str, have: float | None = None) -> None:
+    """Asking for more GPUs than the Ray cluster has (``have``; None: ask the joined one) is a user error."""
+    place = "the Ray cluster" if have is None else "the local Ray (this machine or --ray-num-gpus)"
+    if have is None:
+        import ray
 
-    have = ray.cluster_resources().get("GPU", 0.0)
+        have = ray.cluster_resources().get("GPU", 0.0)
     if wanted > have:
-        raise UserError(f"{asker} {wanted:g} GPU(s) but the Ray cluster has {have:g}", fix)
+        raise UserError(f"{asker} {wanted:g} GPU(s) but {place} has {have:g}", fix)
 
 
-def check_gpus(config, faked: bool = False) -> None:
-    """The learner's GPUs (``num_gpus_per_learner`` + ``num_gpus``) must exist.
+def local_gpus() -> float:
+    """GPUs a local Ray would find on this machine (it counts the CUDA devices, as torch does)."""
+    import torch
+
+    return float(torch.cuda.device_count())
+
+
+def wanted_gpus(config: Any) -> float:
+    """GPUs a config asks for its learners (``num_gpus_per_learner`` + the old ``num_gpus``)."""
+    return float(getattr(config, "num_gpus_per_learner", 0) or 0) + float(config.num_gpus or 0)
+
+
+GPU_FIX = "set num_gpus_per_learner: 0, or fake GPUs for testing with --ray-num-gpus N"
+
+
+def check_gpus(config: Any, faked: bool = False, have: float | None = None) -> None:
+    """The learner's GPUs must exist (``have``: on the local Ray about to start; None: the joined one).
 
     ``faked``: the GPUs are ``--ray-num-gpus`` on a local Ray.  Where torch has
     no CUDA the learner then computes on the CPU, so that GPU configs can be
     tried out on a laptop.
     """
-    wanted = float(getattr(config, "num_gpus_per_learner", 0) or 0) + float(config.num_gpus or 0)
-    require_gpus(
-        wanted,
-        "the config asks for",
-        "set num_gpus_per_learner: 0, or fake GPUs for testing with --ray-num-gpus N",
-    )
+    wanted = wanted_gpus(config)
+    require_gpus(wanted, "the config asks for", GPU_FIX, have)
     import torch
 
-    if faked and wanted > 0 and not torch.cuda.is_available():
+    if faked and wanted > 0 and not torch.cuda.is_available() and have is None:
         notice("the GPUs are faked (--ray-num-gpus) and torch has no CUDA here: the learner runs on the CPU")
         config.learners(num_gpus_per_learner=0)

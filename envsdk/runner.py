@@ -11,7 +11,6 @@ live, and at the end come the best checkpoint and a reward-curve PNG.
 from __future__ import annotations
 
 import functools
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ from ray import tune
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
 from envsdk import failures
-from envsdk.checkpoints import ManifestWriter
+from envsdk.callbacks import add_callback
+from envsdk.checkpoints import ManifestWriter, best_of
 from envsdk.config import BuiltConfig
 from envsdk.errors import UserError
 from envsdk.experiment import Experiment
@@ -28,7 +28,9 @@ from envsdk.in_process import run_trial, runs_in_process
 from envsdk.interrupt import CheckpointOnRequest, Interrupter
 from envsdk.outcome import Outcome
 from envsdk.plots import plot_reward_curve
-from envsdk.progress import RETURN, ProgressLine, lookup
+from envsdk.progress import RETURN, ProgressLine
+from envsdk.stopping import StopCriteria, TuneStopper
+from envsdk.validation import build_scheduler
 
 DEFAULT_STORAGE = Path("~/ray_results").expanduser()
 
@@ -54,42 +56,6 @@ def restore_state(*, algorithm: Any, path: str, **_: Any) -> None:
     algorithm.restore_from_path(path)
 
 
-def _scheduler(spec: dict[str, Any] | None, metric: str, mode: str) -> Any:
-    if not spec:
-        return None
-    spec = dict(spec)
-    kind = str(spec.pop("type", "")).lower()
-    spec.setdefault("metric", metric)
-    spec.setdefault("mode", mode)
-    from ray.tune import schedulers
-
-    kinds = {
-        "asha": schedulers.ASHAScheduler,
-        "async_hyperband": schedulers.ASHAScheduler,
-        "hyperband": schedulers.HyperBandScheduler,
-        "median": schedulers.MedianStoppingRule,
-        "median_stopping_rule": schedulers.MedianStoppingRule,
-        "pbt": schedulers.PopulationBasedTraining,
-        "fifo": schedulers.FIFOScheduler,
-    }
-    if kind not in kinds:
-        raise UserError(f"unknown scheduler type '{kind}'", f"use one of: {', '.join(kinds)}")
-    if kind == "pbt":
-        from envsdk.config import _search_space
-
-        mutations = spec.get("hyperparam_mutations", {})
-        domains = {k: _search_space(v) for k, v in mutations.items()}
-        spec["hyperparam_mutations"] = {
-            k: v if domains[k] is None else domains[k] for k, v in mutations.items()
-        }
-    if kind == "fifo":
-        spec = {}
-    try:
-        return kinds[kind](**spec)
-    except TypeError as err:
-        raise UserError(f"scheduler '{kind}': {err}", "check the scheduler's settings") from err
-
-
 def run_experiment(
     exp: Experiment,
     built: BuiltConfig,
@@ -101,15 +67,12 @@ def run_experiment(
     """Train one experiment to its stop criteria; returns where things landed."""
     storage = Path(storage_path or exp.storage_path or DEFAULT_STORAGE).expanduser().resolve()
     exp_dir = storage / exp.name
-    score = exp.checkpoint_score_attr
-    order = "min" if score and score.startswith("min-") else "max"
-    score_attr = score.removeprefix("min-").removeprefix("max-") if score else None
+    score_attr, order = exp.score_metric, exp.score_mode
     if restore:
         if not Path(restore).exists():
             raise UserError(f"--restore: no checkpoint at {restore}", "pass a checkpoint folder")
-        built.config.callbacks(
-            on_algorithm_init=functools.partial(restore_state, path=str(Path(restore).resolve()))
-        )
+        hook = functools.partial(restore_state, path=str(Path(restore).resolve()))
+        add_callback(built.config, "on_algorithm_init", hook)
     run_info = _run_info(exp, built, score_attr, order)
     started = time.time()
     asked_for_restarts = bool(built.user_keys & set(failures.USER_KEYS))
@@ -127,10 +90,11 @@ def run_experiment(
         checkpoint_frequency=exp.checkpoint_freq,
         checkpoint_at_end=exp.checkpoint_at_end,
     )
+    stopper = TuneStopper(StopCriteria(exp.stop, exp.custom_stop))
     run_config = tune.RunConfig(
         name=exp.name,
         storage_path=str(storage),
-        stop=exp.stop or None,
+        stop=stopper,
         checkpoint_config=checkpoint_config,
         failure_config=tune.FailureConfig(max_failures=exp.max_failures),
         callbacks=[
@@ -141,9 +105,8 @@ def run_experiment(
         verbose=0,
     )
     metric = score_attr or RETURN
-    tune_config = tune.TuneConfig(
-        num_samples=exp.num_samples, scheduler=_scheduler(exp.scheduler, metric, order)
-    )
+    scheduler = build_scheduler(exp.scheduler, metric, order, str(exp.source or exp.name))
+    tune_config = tune.TuneConfig(num_samples=exp.num_samples, scheduler=scheduler)
     if resume and tune.Tuner.can_restore(str(exp_dir)):
         tuner = tune.Tuner.restore(
             str(exp_dir), trainable=built.algo_class, resume_unfinished=True, resume_errored=True
@@ -162,33 +125,33 @@ def run_experiment(
         grid = tuner.fit()
     finally:
         interrupter.uninstall()
-    return summarise(exp, exp_dir, grid, metric, order, errors_dir, started, interrupter.signal_name)
+    stopper.raise_problem()
+    return summarise(exp, exp_dir, grid, errors_dir, started, interrupter.signal_name)
 
 
 def summarise(
     exp: Experiment,
     exp_dir: Path,
     grid: Any,
-    metric: str,
-    mode: str,
     errors_dir: Path,
     since: float,
     interrupted: str | None,
 ) -> Outcome:
+    """The outcome of a Tune run: its best checkpoint picked as rollout.py picks one (manifests)."""
     errors = [
         f"{r.path}: {failures.explain(_first_line(r.error), errors_dir, since)}"
         for r in grid
         if r.error is not None
     ]
-    best = None
-    candidates = [r for r in grid if r.metrics and _finite(lookup(r.metrics, metric))]
-    if candidates:
-        best = (max if mode == "max" else min)(candidates, key=lambda r: lookup(r.metrics, metric))
-    elif len(grid):
-        best = grid[0]
-    trial_dir = Path(best.path) if best is not None else None
-    checkpoint = _best_checkpoint(best, metric, mode) if best is not None else None
-    metrics = best.metrics if best is not None and best.metrics else {}
+    trials = {Path(r.path): r for r in grid}
+    best = best_of(list(trials))
+    if best is not None:
+        trial_dir: Path | None = best.checkpoint.parent
+        checkpoint: Path | None = best.checkpoint
+    else:
+        trial_dir, checkpoint = (next(iter(trials), None), None)
+    result = trials.get(trial_dir) if trial_dir is not None else None
+    metrics = result.metrics if result is not None and result.metrics else {}
     plot = plot_reward_curve(trial_dir, exp.name) if trial_dir else None
     return Outcome.from_result(
         exp.name,
@@ -207,17 +170,3 @@ def _first_line(error: BaseException) -> str:
     root = error.__cause__ or error
     text = str(root).strip().splitlines()
     return f"{type(root).__name__}: {text[-1] if text else ''}"
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not math.isnan(value)
-
-
-def _best_checkpoint(result: Any, metric: str, mode: str) -> Path | None:
-    pairs = [(c, m) for c, m in (result.best_checkpoints or []) if c is not None]
-    scored = [(c, lookup(m, metric)) for c, m in pairs]
-    scored = [(c, v) for c, v in scored if _finite(v)]
-    if scored:
-        pick = (max if mode == "max" else min)(scored, key=lambda cv: cv[1])[0]
-        return Path(pick.path)
-    return Path(result.checkpoint.path) if result.checkpoint else None

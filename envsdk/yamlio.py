@@ -1,7 +1,8 @@
 """YAML loading that remembers where every key came from.
 
 Error messages name ``file:line`` for a bad key, so mappings are loaded into a
-dict subclass carrying the line of each key.  The loader also reads ``1e-5``
+dict subclass carrying the line of each key.  A key given twice in one
+mapping is an error (plain YAML keeps the last one without a word).  The loader also reads ``1e-5``
 as a float (plain YAML 1.1 would read it as a string, a classic trap for
 learning rates).
 """
@@ -42,8 +43,14 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
     mapping.source = getattr(loader, "source_path", None)
     for key_node, value_node in node.value:
         key = loader.construct_object(key_node, deep=True)
+        line = key_node.start_mark.line + 1
+        if key in mapping:  # plain YAML keeps the last one silently
+            raise UserError(
+                f"{mapping.where(key)}: '{key}' is given twice in one mapping (again at line {line})",
+                "keep one of the two lines",
+            )
         mapping[key] = loader.construct_object(value_node, deep=True)
-        mapping.lines[key] = key_node.start_mark.line + 1
+        mapping.lines[key] = line
     return mapping
 
 

@@ -48,7 +48,7 @@ def test_seed_era_yaml_translates(tmp_path, capsys):
     cfg = built.config
     assert exp.storage_path == str(tmp_path / "out")
     assert exp.stop == {"num_env_steps_sampled_lifetime": 10000, "env_runners/episode_return_mean": 190}
-    assert exp.checkpoint_score_attr == "env_runners/episode_return_mean"
+    assert (exp.score_metric, exp.score_mode) == ("env_runners/episode_return_mean", "max")
     assert (cfg.num_env_runners, cfg.num_envs_per_env_runner) == (1, 2)
     assert (cfg.minibatch_size, cfg.num_epochs, cfg.lambda_) == (64, 3, 0.9)
     assert cfg.lr == 5e-4 and isinstance(cfg.lr, float)

@@ -34,15 +34,23 @@ def trained(ray_address, tmp_path_factory):
         "masked": ["-f", "configs/action-mask.yaml", "--stop-iters", "1"],
         "modelv2": ["-f", "configs/custom-model-modelv2.yaml", "--stop-iters", "1"],
         "pendulum": [
-            "--run", "PPO", "--env", "Pendulum-v1", "--stop-iters", "1",
-            "--config.num_env_runners=0", "--config.train_batch_size=400", "--config.minibatch_size=200",
+            "--run",
+            "PPO",
+            "--env",
+            "Pendulum-v1",
+            "--stop-iters",
+            "1",
+            "--config.num_env_runners=0",
+            "--config.train_batch_size=400",
+            "--config.minibatch_size=200",
         ],
     }
     out = {}
     for name, args in runs.items():
         storage = root / name
-        done = run_train([*args, "--checkpoint-at-end", "--ray-address", ray_address,
-                          "--local-dir", str(storage)])
+        done = run_train(
+            [*args, "--checkpoint-at-end", "--ray-address", ray_address, "--local-dir", str(storage)]
+        )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
         out[name] = next(p for p in storage.iterdir() if p.is_dir())
     return out
@@ -51,7 +59,10 @@ def trained(ray_address, tmp_path_factory):
 def rollout(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "rollout.py"), *map(str, args)],
-        cwd=cwd, capture_output=True, text=True, timeout=300,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
 
 
@@ -95,8 +106,17 @@ def test_deterministic_by_default_explore_on_request(trained):
 
 
 def test_steps_over_parallel_workers(trained, ray_address, tmp_path):
-    out = rollout(trained["cartpole"], "--steps", "300", "--num-workers", "2",
-                  "--ray-address", ray_address, "--out", tmp_path / "exp.npz")
+    out = rollout(
+        trained["cartpole"],
+        "--steps",
+        "300",
+        "--num-workers",
+        "2",
+        "--ray-address",
+        ray_address,
+        "--out",
+        tmp_path / "exp.npz",
+    )
     assert out.returncode == 0, out.stderr
     eps = episodes(out.stdout)
     assert sum(n for _, n, _ in eps) == 300  # 150 steps on each of the two workers

@@ -11,6 +11,7 @@ checked against the actions the rollout took.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -241,9 +242,13 @@ def _rollout(*args: str) -> tuple[int, str]:
 
     from envsdk.cli.rollout import main
 
-    buffer = io.StringIO()
-    with contextlib.redirect_stdout(buffer):
-        code = run_cli(main, [str(a) for a in args])
+    buffer, environ = io.StringIO(), dict(os.environ)
+    try:
+        with contextlib.redirect_stdout(buffer):
+            code = run_cli(main, [str(a) for a in args])
+    finally:  # rollout.py sets SDL's drivers for pygame in its own process; keep this one clean
+        os.environ.clear()
+        os.environ.update(environ)
     return code, buffer.getvalue()
 
 

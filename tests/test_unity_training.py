@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -114,15 +115,34 @@ def test_masked_hybrid_and_camera_behaviors_learn_side_by_side(train, tmp_path):
     _no_players_left(before)
 
 
+@needs_xvfb
+def test_each_game_of_an_env_runner_has_its_own_log_and_port(train, tmp_path):
+    """Review item j: RLlib gives every sub-env of an env runner the same context (vector_index 0);
+    each game still gets its own slot: its own port, its own log, and only the first renders."""
+    logs = tmp_path / "logs"
+    out = train(
+        "-f", "configs/unity-chase.yaml", "--stop-iters", "1", "--env", "unity-single",
+        "--config.num_envs_per_env_runner=2", f"--config.env_config.log_folder={logs}",
+        "--config.env_config.no_graphics=false", "--config.env_config.no_graphics_monitor=true",
+        "--config.env_config.virtual_display=auto",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-2000:]
+    first, second = (logs / "Player-32.log").read_text(), (logs / "Player-33.log").read_text()
+    assert "graphics True" in first and "graphics False" in second
+    ports = {re.search(r"port (\d+)", log).group(1) for log in (first, second)}
+    assert len(ports) == 2
+
+
 def test_user_mistakes_with_unity_games_exit_2(train, tmp_path):
     cases = [
         (["--config.env_config.file_name=builds/NoSuchGame"], "Unity player 'builds/NoSuchGame' not found"),
         (["--config.env_config.timeout=5"], "unknown Unity setting 'timeout'"),
         (["--config.env_config.additional_args=[--api-version, '2.0.0']"], "speaks ML-Agents API 2.0.0"),
+        (["--config.env_config.width=big"], "width must be an integer, got 'big'"),
     ]
     before = player_pids()
-    for extra, message in cases:
-        out = train("-f", "configs/unity-chase.yaml", "--dry-run", *extra)
+    for extra, message in cases:  # caught before Ray starts (the player is started once, to ask it)
+        out = train("-f", "configs/unity-chase.yaml", *extra)
         assert out.returncode == 2, (extra, out.stderr[-1500:])
         assert message in out.stderr and "Traceback" not in out.stderr
     # A player that crashes at every start: the error says so and names its log, which says why.

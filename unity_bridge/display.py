@@ -80,7 +80,13 @@ class VirtualDisplay:
 
 
 def child_environment(display: str | None) -> dict[str, str]:
-    env = dict(os.environ)
+    """The player's environment: ours, on ``display``, without our SDL settings.
+
+    A Unity player draws through SDL, like the pygame that renders gymnasium
+    envs here; rollout.py points pygame at SDL's dummy video driver, which a
+    player inheriting it would render its cameras with (blank, or not at all).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SDL_")}
     if display:
         env["DISPLAY"] = display
     return env

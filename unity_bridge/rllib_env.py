@@ -101,6 +101,7 @@ class UnityEnv(TaskSettable, MultiAgentEnv):
     """
 
     env_callbacks: ClassVar[dict[str, Any]] = {"on_sample_end": log_unity_metrics}
+    build_in_dry_run: ClassVar[bool] = False  # building one launches the game
     # RLlib's action normalisation keeps per-agent-id spaces, but Unity agent ids change every
     # episode; Unity clips continuous actions to [-1, 1] itself, which is our Box already.
     config_defaults: ClassVar[dict[str, Any]] = {"normalize_actions": False, "clip_actions": False}
@@ -110,14 +111,20 @@ class UnityEnv(TaskSettable, MultiAgentEnv):
         env_config = env_config if env_config is not None else {}
         settings = LaunchSettings.from_config(env_config)
         self.worker_index = getattr(env_config, "worker_index", 0)
-        self.vector_index = getattr(env_config, "vector_index", 0)
-        settings, worker_id = settings.for_worker(self.worker_index, self.vector_index)
+        # RLlib hands every sub-env of one env runner the same context (vector_index 0), so
+        # the slot among this process's games of that runner is counted here.
+        self.slot = _claim_slot(self.worker_index)
+        settings, worker_id = settings.for_worker(self.worker_index, self.slot)
         self.settings = settings
-        self.game = UnityEnvironment(settings, worker_id=worker_id, search=[Path.cwd()])
+        try:
+            self.game = UnityEnvironment(settings, worker_id=worker_id, search=[Path.cwd()])
+        except BaseException:
+            _slots.discard((self.worker_index, self.slot))
+            raise
         try:
             first = self.game.wait_for_agents(self.game.reset())
         except BaseException:
-            self.game.close()
+            self.close()
             raise
         self._masked = {
             b: bool(spec.branches) and any(s.mask is not None for s in first if s.behavior == b)
@@ -313,6 +320,17 @@ class UnityEnv(TaskSettable, MultiAgentEnv):
 
     def close(self) -> None:
         self.game.close()
+        _slots.discard((self.worker_index, self.slot))
+
+
+_slots: set[tuple[int, int]] = set()  # (env runner index, slot) of this process's open games
+
+
+def _claim_slot(worker_index: int) -> int:
+    """The lowest slot no open game of this env runner holds (its port offset and log name)."""
+    slot = next(i for i in range(len(_slots) + 1) if (worker_index, i) not in _slots)
+    _slots.add((worker_index, slot))
+    return slot
 
 
 class UnityGymEnv(TaskSettable, gym.Env):
@@ -336,6 +354,7 @@ class UnityGymEnv(TaskSettable, gym.Env):
 
     prepare_env_config = UnityEnv.prepare_env_config
     env_callbacks = UnityEnv.env_callbacks
+    build_in_dry_run = UnityEnv.build_in_dry_run
 
     def get_task(self) -> dict[str, float]:
         return self.multi.get_task()

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from envsdk.errors import UserError, did_you_mean
+from unity_bridge.player import find_executable
 
-# Env runners x vector slots get distinct port offsets: worker_id = worker_index * stride + vector_index.
+# Env runners x their games get distinct port offsets: worker_id = worker_index * stride + slot.
 PORT_STRIDE = 32
 
 
@@ -100,23 +101,22 @@ class LaunchSettings:
         ):
             raise ValueError("episode_horizon must be a positive integer or null")
 
-    def for_worker(self, worker_index: int, vector_index: int) -> tuple[LaunchSettings, int]:
+    def for_worker(self, worker_index: int, slot: int) -> tuple[LaunchSettings, int]:
         """This env's settings and worker id (distinct ports; graphics for the monitor only)."""
-        worker_id = worker_index * PORT_STRIDE + vector_index
+        worker_id = worker_index * PORT_STRIDE + slot
         if self.no_graphics_monitor:
-            monitor = worker_index <= 1 and vector_index == 0
+            monitor = worker_index <= 1 and slot == 0
             return replace(self, no_graphics=not monitor), worker_id
         return self, worker_id
 
     def resolved_paths(self, base: Path) -> dict[str, Any]:
-        """file_name (YAML folder, then cwd) and log_folder (cwd) made absolute for the env runners."""
+        """file_name (YAML folder, then cwd) and log_folder (cwd) made absolute for the env runners.
+
+        A player that cannot be found (or run) is a LaunchError here, before anything starts.
+        """
         out: dict[str, Any] = {}
-        if self.file_name is not None and not Path(self.file_name).expanduser().is_absolute():
-            for candidate in (base / self.file_name, Path.cwd() / self.file_name):
-                stem = candidate.with_suffix("") if candidate.suffix in (".x86_64", ".x86") else candidate
-                if any(p.exists() for p in (candidate, stem.with_name(stem.name + ".x86_64"))):
-                    out["file_name"] = str(candidate.resolve())
-                    break
+        if self.file_name is not None:
+            out["file_name"] = str(find_executable(self.file_name, [base, Path.cwd()]))
         if self.log_folder is not None and not Path(self.log_folder).expanduser().is_absolute():
             out["log_folder"] = str(Path(self.log_folder).expanduser().resolve())  # relative to the cwd
         return out

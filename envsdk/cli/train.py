@@ -111,7 +111,7 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
         )
     for exp in experiments:
         exp.run = args.run or exp.run
-        exp.env = args.env or exp.env
+        exp.env = args.env or overrides.get("env") or exp.env  # the command line wins over the YAML
         for flag, metric in STOP_FLAGS.items():
             if getattr(args, flag) is not None:
                 exp.stop[metric] = getattr(args, flag)
@@ -119,9 +119,11 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
             if getattr(args, name) is not None:
                 setattr(exp, name, getattr(args, name))
         if args.checkpoint_score_attr:
-            from envsdk.legacy import translate_metric
+            from envsdk.validation import parse_score_attr
 
-            exp.checkpoint_score_attr = translate_metric(args.checkpoint_score_attr)
+            exp.score_metric, exp.score_mode = parse_score_attr(
+                args.checkpoint_score_attr, "--checkpoint-score-attr"
+            )
         exp.overrides = merge(overrides, flag_config)
     return experiments
 
@@ -178,7 +180,7 @@ def main(argv: list[str]) -> int:
 
     from envsdk.config import build_config
 
-    built = [build_config(exp, exp.overrides) for exp in experiments]
+    built = [build_config(exp, exp.overrides, dry_run=args.dry_run) for exp in experiments]
     if args.dry_run:
         for exp, b in zip(experiments, built, strict=True):
             dry_run(exp, b)
@@ -187,8 +189,13 @@ def main(argv: list[str]) -> int:
     import ray
 
     from envsdk.outcome import print_summary
-    from envsdk.ray_session import check_gpus, start_ray, stop_ray
+    from envsdk.ray_session import check_gpus, local_gpus, start_ray, stop_ray
     from envsdk.runner import run_experiment
+
+    if not args.ray_address:  # a local Ray: its GPUs are known before it starts
+        have = float(args.ray_num_gpus) if args.ray_num_gpus is not None else local_gpus()
+        for b in built:
+            check_gpus(b.config, have=have)
 
     code_paths = sorted({p for b in built for p in b.search_paths} | {Path.cwd()})
     preload = threading.Thread(target=_preload, daemon=True)

@@ -1,0 +1,255 @@
+"""Every YAML value is checked before anything starts; the review's bug list (issue 12), each with a test.
+
+Mistakes exit with status 2 and one or two lines, in seconds, with no Ray, no
+game and no results folder started.  The bugs a) to j) of the review each
+have a test here (or, for the Unity ones, in test_unity_training.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from envsdk.cli.train import load, main, parser
+from envsdk.errors import run_cli
+from envsdk.experiment import load_experiments
+from tests.conftest import ROOT, player_pids, progress_rows, trial_dirs
+
+BASE = "x:\n  run: PPO\n  env: CartPole-v1\n"
+
+MISTAKES = {
+    "misspelt-stop-key": (BASE + "  stop: {episode_reward_meen: 100}\n",
+                          ["bad.yaml:4", "unknown metric 'episode_reward_meen'", "'episode_reward_mean'"]),
+    "misspelt-new-stop-key": (BASE + "  stop: {env_runners/episode_return_meen: 1}\n",
+                              ["'env_runners/episode_return_mean'"]),
+    "duplicate-key": (BASE + "  config:\n    lr: 0.001\n    lr: 0.01\n",
+                      ["bad.yaml:5", "'lr' is given twice", "line 6"]),
+    "duplicate-experiment-key": (BASE + "  run: DQN\n", ["'run' is given twice"]),
+    "word-for-a-count": (BASE + "  config: {num_workers: two}\n",
+                         ["'num_workers' (now 'num_env_runners') is 'two'", "an integer"]),
+    "bool-for-a-count": (BASE + "  config: {num_env_runners: true}\n", ["is True, but it takes an integer"]),
+    "negative-batch": (BASE + "  config: {train_batch_size: -5}\n", ["'train_batch_size' is -5", ">= 1"]),
+    "gamma-above-one": (BASE + "  config: {gamma: 1.5}\n", ["'gamma' is 1.5", "<= 1.0"]),
+    "lr-a-word": (BASE + "  config: {lr: fast}\n", ["'lr' is 'fast'", "a number or a schedule"]),
+    "bad-lr-schedule": (BASE + "  config: {lr: [[0, 0.1], [100]]}\n", ["a number or a schedule"]),
+    "minibatch-over-batch": (BASE + "  config: {train_batch_size: 100, minibatch_size: 500}\n",
+                             ["RLlib rejected the config"]),
+    "unknown-scheduler-setting": (BASE + "  scheduler: {type: ASHA, grace_periood: 3}\n",
+                                  ["scheduler 'asha' has no setting 'grace_periood'", "'grace_period'"]),
+    "scheduler-time-attr": (BASE + "  scheduler: {type: ASHA, time_attr: training_iteraton}\n",
+                            ["unknown metric 'training_iteraton'", "'training_iteration'"]),
+    "uniform-bounds": (BASE + "  config: {lr: {uniform: [0.1, 0.01]}}\n", ["'uniform' needs lower < upper"]),
+    "loguniform-zero": (BASE + "  config: {lr: {loguniform: [0, 0.1]}}\n", ["lower bound > 0"]),
+    "grid-of-wrong-type": (BASE + "  config: {num_epochs: {grid_search: [1, many]}}\n",
+                           ["'num_epochs' is 'many'"]),
+    "score-attr-typo": (BASE + "  checkpoint_score_attr: min-episode_reward_maen\n",
+                        ["unknown metric 'episode_reward_maen' for checkpoint_score_attr"]),
+    "stop-value-a-word": (BASE + "  stop: {training_iteration: ten}\n",
+                          ["stop value of 'training_iteration'"]),
+    "zero-samples": (BASE + "  num_samples: 0\n", ["'num_samples' is 0", "an integer >= 1"]),
+    "negative-checkpoint-freq": (BASE + "  checkpoint_freq: -1\n", ["'checkpoint_freq' is -1"]),
+    "keep-zero-checkpoints": (BASE + "  keep_checkpoints_num: 0\n", ["'keep_checkpoints_num' is 0"]),
+    "two-different-envs": (BASE + "  config: {env: Pendulum-v1}\n",
+                           ["env 'CartPole-v1' here, but 'Pendulum-v1'"]),
+    "stop-not-a-mapping": (BASE + "  stop: 100\n", ["'stop' must be a mapping"]),
+    "gpus-where-none": (BASE + "  config: {num_gpus_per_learner: 1}\n",
+                        ["asks for 1 GPU(s) but the local Ray", "--ray-num-gpus"]),
+}  # fmt: skip
+
+
+def write(tmp_path: Path, text: str, name: str = "bad.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("case", sorted(MISTAKES))
+def test_mistakes_exit_2_with_one_or_two_lines(tmp_path, capsys, case):
+    text, expected = MISTAKES[case]
+    code = run_cli(main, ["-f", str(write(tmp_path, text)), "--local-dir", str(tmp_path / "results")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("notice:")]
+    assert code == 2, err
+    assert 1 <= len(err) <= 2, err
+    message = "\n".join(err)
+    for fragment in expected:
+        assert fragment in message, (fragment, message)
+    assert "Traceback" not in message
+    assert not (tmp_path / "results").exists()  # nothing was started
+
+
+def test_a_mistake_is_answered_in_seconds_before_ray_starts(tmp_path):
+    bad = write(tmp_path, BASE + "  stop: {episode_reward_meen: 100}\n")
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "-f", str(bad), "--local-dir", str(tmp_path / "results"),
+         "--temp-dir", str(tmp_path / "ray")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert out.returncode == 2 and "did you mean 'episode_reward_mean'?" in out.stderr
+    assert time.monotonic() - started < 10
+    assert not (tmp_path / "results").exists() and not (tmp_path / "ray").exists()  # no Ray, no folder
+
+
+# ---- a) to c): score attribute, --env, the best checkpoint ------------------------------------
+
+
+def test_a_score_attr_prefix_is_parsed_once(tmp_path):
+    cfg = write(tmp_path, BASE, "ok.yaml")
+    args, _ = parser().parse_known_args(
+        ["-f", str(cfg), "--checkpoint-score-attr", "min-episode_reward_mean"]
+    )
+    (exp,) = load(args, {})
+    assert (exp.score_metric, exp.score_mode) == ("env_runners/episode_return_mean", "min")
+    (from_yaml,) = load_experiments(write(tmp_path, BASE + "  checkpoint_score_attr: max-episode_len_mean\n"))
+    assert (from_yaml.score_metric, from_yaml.score_mode) == ("env_runners/episode_len_mean", "max")
+
+
+def test_a_min_score_keeps_the_lowest_checkpoint(train):
+    out = train(
+        "-f", "configs/cartpole-ppo.yaml", "--stop-iters", "4", "--checkpoint-freq", "1", "--seed", "1",
+        "--keep-checkpoints-num", "1", "--checkpoint-score-attr", "min-episode_reward_mean",
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    (trial,) = trial_dirs(train.results)
+    returns = [float(r["env_runners/episode_return_mean"]) for r in progress_rows(trial)]
+    kept = sorted(json.loads((c / "envsdk_checkpoint.json").read_text())["result"]["training_iteration"]
+                  for c in trial.glob("checkpoint_*"))  # fmt: skip
+    lowest = 1 + returns.index(min(returns))
+    assert kept == sorted({lowest, 4}), (kept, returns)  # the lowest return, plus the latest
+    best = re.search(r"best checkpoint: (\S+)", out.stdout).group(1)
+    assert (
+        json.loads((Path(best) / "envsdk_checkpoint.json").read_text())["result"]["training_iteration"]
+        == lowest
+    )
+
+
+def test_b_command_line_env_wins_over_the_yaml(tmp_path):
+    cfg = write(tmp_path, "x:\n  run: PPO\n  config: {env: CartPole-v1}\n", "ok.yaml")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "-f", str(cfg), "--env", "Acrobot-v1", "--dry-run"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert yaml.safe_load(out.stdout)["x"]["env"] == "Acrobot-v1 (gymnasium)"
+
+
+def test_c_best_checkpoint_is_the_one_rollout_picks_with_many_trials(train, tmp_path):
+    from envsdk.checkpoints import locate
+
+    cfg = write(tmp_path, textwrap.dedent("""\
+        many:
+          run: PPO
+          env: CartPole-v1
+          num_samples: 2
+          checkpoint_freq: 1
+          config: {num_env_runners: 0, train_batch_size: 256, minibatch_size: 128, num_epochs: 2}
+    """), "many.yaml")  # fmt: skip
+    out = train("-f", str(cfg), "--stop-iters", "2")
+    assert out.returncode == 0, out.stderr[-2000:]
+    reported = Path(re.search(r"best checkpoint: (\S+)", out.stdout).group(1))
+    assert reported == locate(train.results / "many").checkpoint
+    assert reported.name == "checkpoint_000001"  # no score attribute: the latest of the best trial
+
+
+# ---- d) e) g): callbacks chained, checks that clean up, our own errors are ours -------------------
+
+
+HOOKS = """
+from pathlib import Path
+
+
+def record(*, algorithm, result, **_):
+    Path(__file__).with_name("seen.txt").open("a").write(f"{result['training_iteration']}\\n")
+"""
+
+
+def test_d_users_callbacks_run_beside_ours(train, tmp_path):
+    (tmp_path / "my_hooks.py").write_text(HOOKS)
+    cfg = ROOT / "configs" / "curriculum.yaml"
+    spec = yaml.safe_load(cfg.read_text())
+    (exp,) = spec.values()
+    exp["config"]["callbacks_on_train_result"] = "my_hooks.record"
+    exp["env"] = f"curriculum_env.{exp['env'].split('.')[-1]}"
+    (tmp_path / "curriculum_env.py").write_text((ROOT / "configs" / "curriculum_env.py").read_text())
+    path = tmp_path / "cur.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    out = train("-f", str(path), "--stop-iters", "3", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert (tmp_path / "seen.txt").read_text().split() == ["1", "2", "3"]  # the user's hook
+    rows = progress_rows(trial_dirs(train.results)[0])
+    assert all(r["curriculum/task"] for r in rows)  # and the curriculum hook
+
+
+def test_g_our_own_bugs_are_not_reported_as_config_mistakes(tmp_path, monkeypatch):
+    import envsdk.config as config_module
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug in envsdk")
+
+    monkeypatch.setattr(config_module, "add_callback", broken)
+    (exp,) = load_experiments(ROOT / "configs" / "curriculum.yaml")
+    with pytest.raises(TypeError, match="a bug in envsdk"):
+        config_module.build_config(exp)
+
+
+def test_e_check_env_closes_a_game_that_fails(tmp_path):
+    from envsdk.env_checker import check_env
+    from envsdk.registry import resolve_env
+
+    before = player_pids()
+    config = {"file_name": str(ROOT / "builds" / "Chase"), "no_graphics": True, "max_restarts": 0,
+              "additional_args": ["--crash-after", "5"], "log_folder": str(tmp_path)}  # fmt: skip
+    report = check_env(resolve_env("unity-single"), config, steps=200)
+    assert not report.ok and any("PlayerError" in p or "exited" in p for p in report.problems), (
+        report.render()
+    )
+    deadline = time.time() + 15
+    while player_pids() - before and time.time() < deadline:
+        time.sleep(0.3)
+    assert not player_pids() - before, "check_env left the game running"
+
+
+# ---- h) and f): dry runs start no game; a game's own config mistake is a clear error -----------
+
+
+def test_h_dry_run_starts_no_game(tmp_path):
+    before = player_pids()
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "-f", "configs/unity-chase.yaml", "--dry-run",
+         f"--config.env_config.log_folder={tmp_path}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    assert "decided when the env starts" in out.stdout
+    assert not list(tmp_path.glob("Player-*.log")) and not player_pids() - before
+
+
+def test_f_game_config_mistake_in_preflight_exits_2(train):
+    out = train("-f", "configs/unity-seekwatch.yaml", "--stop-iters", "1",
+                "--config.env_config.no_graphics=true",
+                "--config.env_config.policy_mapping={Seeker: one, Watcher: one}")  # fmt: skip
+    assert out.returncode == 2, out.stdout[-1500:] + out.stderr[-1500:]
+    assert "policy_mapping sends behaviors with different spaces to policy 'one'" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+# ---- stop metrics only known at run time -------------------------------------------------
+
+
+def test_custom_stop_metric_that_never_appears_fails_the_run(train, tmp_path):
+    cfg = write(tmp_path, BASE + "  stop: {env_runners/my_custom_score: 10}\n"
+                "  config: {num_env_runners: 0, train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\n",
+                "custom.yaml")  # fmt: skip
+    out = train("-f", str(cfg))
+    assert out.returncode == 2, out.stdout[-1500:]
+    assert "stop key 'env_runners/my_custom_score' is not in any of the first 5 results" in out.stderr
+    (trial,) = trial_dirs(train.results)
+    assert len(progress_rows(trial)) == 5
