@@ -34,7 +34,7 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.policy import PolicySpec
 
-from envsdk import legacy
+from envsdk import legacy, observation_filter, offline
 from envsdk.callbacks import add_callback
 from envsdk.curriculum import apply_curriculum
 from envsdk.default_models.choice import check_modules, module_spec
@@ -49,11 +49,13 @@ from envsdk.validation import SEARCH_SPACES, check_config_value, search_domain
 from envsdk.yamlio import LineDict
 
 _MISSING = object()
+SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces the plain value
 # Keys handled by this module itself (checked where they are used), not by their RLlib default's type.
-NOT_TYPE_CHECKED = {"env", "env_config", "model", "model_config", "curriculum", "callbacks", "policies",
+NOT_TYPE_CHECKED = {"input", "env", "env_config", "model", "model_config", "curriculum", "callbacks",
+                    "policies",
                     "policy_mapping_fn", "policies_to_train", "multiagent"}  # fmt: skip
 # Keys this tool adds on top of RLlib's, or accepts in their Python-API spelling.
-EXTRA_KEYS = {"curriculum", "model_config", "lambda_", "env", "env_config", "multiagent"}
+EXTRA_KEYS = {"curriculum", "model_config", "lambda_", "env", "env_config", "multiagent", "horizon"}
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
 
@@ -61,6 +63,16 @@ MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count
 def algorithm_class(run: str) -> type:
     from ray.rllib.algorithms.registry import ALGORITHMS
 
+    removed = legacy.removed_algorithm(run)
+    if removed is not None and run not in ALGORITHMS:
+        nearest = (
+            f"the nearest is {removed.algorithm}" if removed.algorithm else "none of its algorithms is close"
+        )
+        rerun = f": write 'run: {removed.algorithm}', or pass --translate-algo" if removed.safe else ""
+        raise UserError(
+            f"'run: {run}' was removed from RLlib ({removed.why})",
+            f"RLlib 2.60 has {', '.join(ALGORITHMS)}; {nearest}{rerun}",
+        )
     if run not in ALGORITHMS:
         match = {a.lower(): a for a in ALGORITHMS}.get(run.lower())
         raise UserError(
@@ -85,6 +97,7 @@ class BuiltConfig:
     auto_runners: bool = False  # num_env_runners: auto, sized once Ray is up (see size_env_runners)
     models: list[str] = field(default_factory=list)  # "policy: what its network is", one per policy
     user_keys: set[str] = field(default_factory=set)  # config keys the YAML or --config set (2.60 names)
+    max_concurrent: int | None = None  # Tune trials at once, when they do not all fit (resources.fit)
 
     def size_env_runners(self, cluster_cpus: float) -> int | None:
         """``num_env_runners: auto``: every CPU of the cluster but the algorithm's and the learners'."""
@@ -175,33 +188,60 @@ def _resolve_callbacks(values: dict[str, Any], paths: list[Path]) -> None:
             values[key] = hooks if isinstance(value, list) else hooks[0]
 
 
-def translate(raw: LineDict, valid: set[str]) -> tuple[LineDict, dict[str, str]]:
-    """Legacy names -> 2.60 names (keeping each key's line), and new name -> the YAML's name.
+def translate(
+    raw: LineDict, valid: set[str], algorithm: str, lenient: bool = False
+) -> tuple[LineDict, dict[str, str]]:
+    """Ray 1.x keys -> 2.60 keys and values (:mod:`envsdk.legacy`), each with one notice.
 
-    Unknown keys are errors naming file:line.
+    Returns the translated mapping (keeping each key's line) and new name ->
+    the YAML's name.  Unknown keys are errors naming file:line, or with
+    ``lenient`` (``--translate-algo``: the file was written for another
+    algorithm) dropped with a notice.
     """
     out = LineDict()
     out.source = raw.source
     spelled: dict[str, str] = {}
-    for key, value in raw.items():
-        old = key
-        if key in legacy.REMOVED_CONFIG_KEYS:
+    ctx_valid = frozenset(valid)
+
+    def put(key: str, value: Any, old: str) -> None:
+        if key in out and isinstance(out[key], dict) and isinstance(value, dict):
+            out[key] = merge(out[key], value)  # e.g. Q_model and policy_model into model_config
+            return
+        if key in out and old in legacy.CONFIG_KEYS and key in SCHEDULED:
+            notice(f"config key '{old}' replaces '{key}': the schedule wins, as in Ray 1.x")
+        elif key in out:
             raise UserError(
-                f"{raw.where(key)}: config key '{key}' was removed from RLlib",
-                legacy.REMOVED_CONFIG_KEYS[key],
+                f"{raw.where(old)}: '{old}' sets '{key}', which {raw.where(spelled[key])} sets already",
+                "keep one of the two",
             )
-        if key == "framework":
-            if value not in ("torch", None):
-                raise UserError(
-                    f"{raw.where(key)}: framework '{value}' is not supported",
-                    "RLlib 2.60 is torch-only: delete the line or write 'framework: torch'",
-                )
+        out[key], out.lines[key], spelled[key] = value, raw.lines.get(old, 0), old
+
+    for key, value in raw.items():
+        if key in legacy.REMOVED_CONFIG_KEYS:
+            raise UserError(f"{raw.where(key)}: config key '{key}' was removed from RLlib",
+                            legacy.REMOVED_CONFIG_KEYS[key])  # fmt: skip
+        if key in legacy.DROPPED_CONFIG_KEYS:
+            notice(f"config key '{key}' dropped: {legacy.DROPPED_CONFIG_KEYS[key]}")
             continue
-        if key in legacy.CONFIG_KEYS:
-            new = legacy.CONFIG_KEYS[key]
+        if key in legacy.REWRITES:
+            moved, why = legacy.REWRITES[key].apply(
+                value, legacy.Context(algorithm, ctx_valid, raw.where(key))
+            )
+            if why:
+                notice(f"config key '{key}': {why}")
+            for new_key, new_value in moved.items():
+                put(new_key, new_value, key)
+            continue
+        new = legacy.CONFIG_KEYS.get(key, key)
+        if new != key and new not in valid:
+            notice(f"config key '{key}' dropped: {algorithm} in RLlib 2.60 has no '{new}'")
+            continue
+        if new != key:
             notice(f"config key '{key}' is now '{new}'")
-            key = new
         elif key not in valid:
+            if lenient:
+                notice(f"config key '{key}' dropped: {algorithm} has no such setting (--translate-algo)")
+                continue
             near = closest(key, valid | set(legacy.CONFIG_KEYS))
             raise UserError(
                 f"{raw.where(key)}: unknown config key '{key}'",
@@ -209,21 +249,41 @@ def translate(raw: LineDict, valid: set[str]) -> tuple[LineDict, dict[str, str]]
                 if near
                 else "see the README's config section for valid keys",
             )
-        out[key] = value
-        out.lines[key] = raw.lines.get(old, 0)
-        spelled[key] = old
+        put(new, value, key)
+    if "lr" in out and "lr" in valid and "actor_lr" in valid and "critic_lr" in valid:
+        # SAC (and a DDPG/TD3 file run as SAC): 2.60 takes a learning rate per network, and no `lr`
+        for key in ("actor_lr", "critic_lr"):
+            out.setdefault(key, out["lr"])
+            out.lines.setdefault(key, out.lines.get("lr", 0))
+        notice(f"config key 'lr' is actor_lr and critic_lr: {algorithm} in RLlib 2.60 has no single lr")
+        del out["lr"]
+    if out.pop("_fake_gpus", False):
+        out.pop("num_gpus", None)
+        out.pop("num_gpus_per_learner", None)
     multiagent = out.pop("multiagent", None)
     if multiagent:
         notice("config key 'multiagent' is now top-level policies / policy_mapping_fn / ...")
         for key, value in multiagent.items():
             out.setdefault(key, value)
             out.lines.setdefault(key, raw.lines.get("multiagent", 0))
+    if isinstance(out.get("evaluation_config"), dict):  # its keys are config keys too
+        nested = LineDict(out["evaluation_config"])
+        nested.source, nested.lines = raw.source, dict.fromkeys(nested, raw.lines.get("evaluation_config", 0))
+        out["evaluation_config"] = dict(translate(nested, valid, algorithm, lenient)[0])
     return out, spelled
 
 
-def valid_keys(defaults: dict[str, Any]) -> set[str]:
-    """The config keys a YAML may use: the algorithm's (``config.to_dict()``) and :data:`EXTRA_KEYS`."""
-    return {k for k in defaults if not k.startswith("_")} | EXTRA_KEYS
+def valid_keys(config: AlgorithmConfig) -> set[str]:
+    """The config keys a YAML may use: the algorithm's (``config.to_dict()``) and :data:`EXTRA_KEYS`.
+
+    A private key of ``to_dict()`` whose public name is a settable property
+    (``_train_batch_size_per_learner``) is valid under that public name.
+    """
+    keys = set(config.to_dict())
+    settable = {
+        k[1:] for k in keys if isinstance(prop := getattr(type(config), k[1:], None), property) and prop.fset
+    }
+    return {k for k in keys if not k.startswith("_")} | settable | EXTRA_KEYS
 
 
 @dataclass
@@ -280,6 +340,8 @@ def _model_settings(
     if model:
         notice(f"model options {sorted(model)} go to model_config on the new API stack")
         model_config = {**model, **model_config}
+    if model_config.get("use_lstm"):  # RLlib's learners read it from the config, with no default there
+        model_config.setdefault("max_seq_len", DefaultModelConfig.max_seq_len)
     spec = module_spec(run, algo_class.get_default_config(), _policy_spaces(info))
     return ModelSettings(module_spec=spec, model_config=model_config)
 
@@ -311,6 +373,37 @@ def _policy_of(config: AlgorithmConfig, info: EnvInfo) -> dict[str, str]:
         except Exception:  # a mapping that needs a live episode: its agents are checked in training
             continue
     return out
+
+
+def _new_stack_settings(values: LineDict, config: AlgorithmConfig, multi_agent: bool) -> None:
+    """Old-stack settings that the new API stack takes in another form."""
+    if "num_gpus" in values:  # the YAML asked; an algorithm's own default num_gpus is no request
+        gpus = values.pop("num_gpus")
+        if gpus:
+            notice(f"config key 'num_gpus: {gpus}' is num_gpus_per_learner on the new API stack")
+            values.setdefault("num_gpus_per_learner", gpus)
+    n_step = values.get("n_step", config.n_step if hasattr(config, "n_step") else None)
+    longest = max(n_step) if isinstance(n_step, list | tuple) else n_step
+    fragment = values.get("rollout_fragment_length")
+    if isinstance(longest, int) and isinstance(fragment, int) and fragment < longest:
+        notice(f"rollout_fragment_length {fragment} -> {longest}: the new API stack needs at least n_step")
+        values["rollout_fragment_length"] = longest
+    kind = values.pop("observation_filter", "NoFilter")
+    if kind in ("MeanStdFilter", "ConcurrentMeanStdFilter"):
+        notice(
+            f"observation_filter: {kind} is an env-to-module connector on the new API stack "
+            "(each float Box part normalised; saved with checkpoints)"
+        )
+        config.env_runners(
+            env_to_module_connector=functools.partial(
+                observation_filter.mean_std_filter, multi_agent=multi_agent
+            )
+        )
+    elif kind != "NoFilter":
+        raise UserError(
+            f"{values.where('observation_filter')}: observation_filter '{kind}' has no new-API-stack form",
+            "use MeanStdFilter or NoFilter",
+        )
 
 
 def merge(base: dict, extra: dict) -> dict:
@@ -355,9 +448,13 @@ def build_config(
     merged = merge(dict(raw), overrides or {})
     for key in overrides or {}:
         raw[key] = merged[key]  # item by item, so that raw keeps its YAML line numbers
-    defaults = algo_class.get_default_config().to_dict()
-    values, spelled = translate(raw, valid_keys(defaults))
+    default_config = algo_class.get_default_config()
+    defaults = default_config.to_dict()
+    values, spelled = translate(
+        raw, valid_keys(default_config), exp.run, lenient=exp.translated_from is not None
+    )
     user_keys = set(values)
+    offline.prepare(values, exp.run, exp.base_dir)
     search = _extract_search_spaces(values, values.where)
     _check_values(values, defaults, search, spelled)
     _resolve_callbacks(values, [exp.base_dir])
@@ -370,6 +467,14 @@ def build_config(
     env_config = dict(values.pop("env_config", None) or {})
     paths = [exp.base_dir]
     resolved = resolve_env(env_ref, paths)
+    horizon = values.pop("horizon", None)
+    if horizon is not None:  # Ray 1.x: episodes cut after N steps; gymnasium: a TimeLimit
+        if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
+            raise UserError(
+                f"{values.where('horizon')}: horizon must be a positive integer, got {horizon!r}", ""
+            )
+        notice(f"config key 'horizon' is a time limit of {horizon} steps on the env")
+        resolved = resolved.with_time_limit(horizon)
     target = resolved.creator.target if resolved.creator is not None else None
     if resolved.creator is not None:
         from ray.tune.registry import register_env
@@ -407,6 +512,8 @@ def build_config(
             name = model.old_stack_model["custom_model"]
             notice(f"custom_model '{name}' is a ModelV2: using RLlib's old API stack")
             config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+        else:
+            _new_stack_settings(values, config, info.multi_agent)
         try:
             config.update_from_dict(values)
             config.environment(env=resolved.name, env_config=env_config)

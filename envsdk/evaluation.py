@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import tree
 
+from envsdk.observation_filter import RAW_OBSERVATIONS, freeze_observation_filter
 from envsdk.recording import HUMAN, RENDER, Recorder, Window, enable_rgb_render, wrap
 from envsdk.restore import ENV_RUNNER_DIR, Restored
 
@@ -148,6 +149,7 @@ class Evaluator:
             num_gpus_per_env_runner=spec.num_gpus_per_worker,
         )
         config.debugging(seed=spec.seed)
+        freeze_observation_filter(config)
         # Announce each episode as it ends (one sample() call keeps the seeding of
         # a single run: repeated calls would re-seed every episode identically).
         config.callbacks(on_episode_end=self._episode_ended)
@@ -193,8 +195,11 @@ class Evaluator:
         module's, normalized ones)."""
         config = self.spec.restored.config
         actions = _batched(episode.get_actions())
+        raw = episode.custom_data.get(RAW_OBSERVATIONS)  # an observation filter changed the episode's
         return _trace(
-            episode, env_actions(actions, episode.action_space, config.normalize_actions, config.clip_actions)
+            episode,
+            env_actions(actions, episode.action_space, config.normalize_actions, config.clip_actions),
+            _batch(raw) if raw else None,
         )
 
     def _record(self, episode: Any) -> EpisodeRecord:
@@ -241,9 +246,9 @@ def _batched(values: Any) -> Any:
     return _batch(list(values)) if isinstance(values, list) else values
 
 
-def _trace(episode: Any, actions: Any) -> Trace:
+def _trace(episode: Any, actions: Any, observations: Any = None) -> Trace:
     return Trace(
-        obs=_batched(episode.get_observations()),
+        obs=_batched(episode.get_observations()) if observations is None else observations,
         actions=actions,
         rewards=np.asarray(episode.get_rewards(), dtype=np.float64),
         infos=list(episode.get_infos()),

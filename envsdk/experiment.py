@@ -70,6 +70,7 @@ class Experiment:
     max_failures: int = 0
     source: Path | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
+    translated_from: str | None = None  # the removed algorithm --translate-algo replaced
 
     @property
     def base_dir(self) -> Path:

@@ -55,7 +55,9 @@ def runs_in_process(exp: Experiment, built: BuiltConfig) -> bool:
     GPU node of a heterogeneous SLURM job), which the driver may not be.
     """
     c = built.config
-    local_gpus = float(c.num_gpus or 0) + (0.0 if c.num_learners else float(c.num_gpus_per_learner or 0))
+    # num_gpus is the old stack's (IMPALA's default of 1 there is no request on the new stack)
+    old_stack_gpus = 0.0 if c.enable_rl_module_and_learner else float(c.num_gpus or 0)
+    local_gpus = old_stack_gpus + (0.0 if c.num_learners else float(c.num_gpus_per_learner or 0))
     return (
         exp.num_samples == 1
         and not built.search_space

@@ -21,5 +21,6 @@ def quiet_rllib() -> None:
     """Keep RLlib's warnings about its own API (stack banners, deprecations) out of our output."""
     for name in ("ray.rllib", "ray._common.deprecation"):
         logging.getLogger(name).setLevel(logging.ERROR)
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # offline runs: a dataset report per read
     # Every Algorithm built in one process re-registers RLlib's env ids with gymnasium.
     warnings.filterwarnings("ignore", message=r".*Overriding environment rllib-")

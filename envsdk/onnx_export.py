@@ -51,6 +51,7 @@ from envsdk.default_models.spaces import (
     observation_leaves,
 )
 from envsdk.errors import UserError
+from envsdk.observation_filter import Statistics, saved_statistics
 from envsdk.restore import Restored
 
 OPSET = 17
@@ -89,18 +90,31 @@ class Layout:
 class _Policy(torch.nn.Module):
     """Raw observation parts (+ mask) -> one output per action part, as one plain forward."""
 
-    def __init__(self, module: Any, layout: Layout, bounds: tuple[bool, bool], squashed: bool):
+    def __init__(
+        self,
+        module: Any,
+        layout: Layout,
+        bounds: tuple[bool, bool],
+        squashed: bool,
+        obs_filter: Statistics | None,
+    ):
         super().__init__()
         self.module = module
         self.layout = layout
         self.normalize, self.clip = bounds
         self.squashed = squashed
+        self.obs_filter = obs_filter
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         from ray.rllib.core.columns import Columns
 
         layout = self.layout
-        parts = dict(zip([leaf.path for leaf in layout.obs], inputs, strict=False))
+        paths = [leaf.path for leaf in layout.obs]
+        if self.obs_filter is not None:  # the env-to-module connector of training, baked in
+            inputs = tuple(self.obs_filter.apply(p, x) for p, x in zip(paths, inputs, strict=False)) + tuple(
+                inputs[len(paths) :]
+            )
+        parts = dict(zip(paths, inputs, strict=False))
         obs: Any = nest(inner_space(layout.observation_space), parts)
         if layout.masked:
             obs = {OBS_KEY: obs, MASK_KEY: inputs[-1]}
@@ -202,7 +216,8 @@ def _policies(restored: Restored) -> dict[str, torch.nn.Module]:
         layout = layout_for(module.observation_space, module.action_space, q_values=q_values)
         dist = module.get_inference_action_dist_cls() if not layout.q_values else None
         squashed = isinstance(dist, type) and issubclass(dist, TorchSquashedGaussian)
-        out[path.name] = _Policy(module, layout, bounds, squashed).eval()
+        obs_filter = saved_statistics(restored, module)
+        out[path.name] = _Policy(module, layout, bounds, squashed, obs_filter).eval()
     return out
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsdk.progress import HEALTH, RETURN, STEPS, fmt_duration, health_note, lookup
+from envsdk.progress import HEALTH, STEPS, fmt_duration, health_note, lookup, mean_return
 
 TRAINED = "learners/__all_modules__/num_env_steps_trained_lifetime"
 
@@ -42,7 +41,7 @@ class Outcome:
         interrupted: str | None,
     ) -> Outcome:
         """An outcome from a trial's last result; a run that sampled and trained nothing has failed."""
-        ret = lookup(result, RETURN)
+        ret = mean_return(result)
         steps = int(lookup(result, STEPS) or 0)
         trained = int(lookup(result, TRAINED) or 0)
         errors = list(errors)
@@ -52,7 +51,7 @@ class Outcome:
             name=name,
             experiment_dir=experiment_dir,
             trial_dir=trial_dir,
-            best_return=float(ret) if isinstance(ret, int | float) and not math.isnan(ret) else None,
+            best_return=ret,
             steps=steps,
             seconds=float(result.get("time_total_s") or 0.0),
             errors=errors,

@@ -6,7 +6,7 @@ import csv
 import math
 from pathlib import Path
 
-from envsdk.progress import RETURN, STEPS
+from envsdk.progress import STEPS, mean_return
 
 
 def read_progress(trial_dir: Path) -> list[dict[str, float]]:
@@ -21,7 +21,7 @@ def read_progress(trial_dir: Path) -> list[dict[str, float]]:
                     {
                         "steps": float(row.get(STEPS) or 0),
                         "time": float(row.get("time_total_s") or 0),
-                        "return": float(row.get(RETURN) or "nan"),
+                        "return": math.nan if (ret := mean_return(row)) is None else ret,
                     }
                 )
             except ValueError:

@@ -10,7 +10,9 @@ named ``CustomModel`` as in the Ray 1.x tutorials):
   the constructor;
 * an ``RLModule`` (new API stack, the default) -> ``custom_model_config``
   becomes the module's ``model_config``; when the class declares
-  ``default_model_config`` (a dict) unknown keys are errors.
+  ``default_model_config`` (a dict) unknown keys are errors;
+* a TensorFlow model (a ``TFModelV2``, or a file importing tensorflow or
+  keras) -> an error that says to port it: RLlib 2.60 has only torch.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ray.rllib.core.rl_module.rl_module import RLModule
+from ray.rllib.models.tf.tf_modelv2 import TFModelV2
 from ray.rllib.models.torch.torch_modelv2 import TorchModelV2
 
 from envsdk.errors import UserError, did_you_mean
@@ -31,6 +34,7 @@ from envsdk.imports import pickle_by_value
 
 MODEL_PATH_ENV = "ENVSDK_MODEL_PATH"
 PROJECT_MODELS = Path(__file__).resolve().parent.parent / "models"
+TF_MODULES = {"tensorflow", "keras", "tf_keras"}  # a model file importing one of these is a TF model
 _MODELV2_ARGS = ("self", "obs_space", "action_space", "num_outputs", "model_config", "name")
 
 
@@ -80,6 +84,17 @@ class ModelPlugin:
                 )
 
 
+def _classes_of(module: Any, module_name: str) -> list[type]:
+    return [o for o in vars(module).values() if inspect.isclass(o) and o.__module__ == module_name]
+
+
+def _tf_model(name: str, found: Path, why: str) -> UserError:
+    return UserError(
+        f"custom_model '{name}' ({found}) is a TF model ({why}): RLlib 2.60 has only torch",
+        "port it to torch: a TorchModelV2 or TorchRLModule subclass (models/customnet.py is an example)",
+    )
+
+
 def load_model(name: str, paths: list[Path]) -> ModelPlugin:
     """Import ``<name>.py`` from the search path and pick its model class."""
     found = next((p / f"{name}.py" for p in paths if (p / f"{name}.py").is_file()), None)
@@ -97,23 +112,25 @@ def load_model(name: str, paths: list[Path]) -> ModelPlugin:
         spec.loader.exec_module(module)
     except Exception as err:
         del sys.modules[module_name]
+        if isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] in TF_MODULES:
+            raise _tf_model(name, found, f"it imports {err.name}") from err
         raise UserError(
             f"model file {found} failed to import: {type(err).__name__}: {err}",
             "fix the error in the model file (run with --debug for the traceback)",
         ) from err
     pickle_by_value(module)
     classes = [
-        obj
-        for obj in vars(module).values()
-        if inspect.isclass(obj)
-        and obj.__module__ == module_name
-        and issubclass(obj, (TorchModelV2, RLModule))
-        and not inspect.isabstract(obj)
+        c
+        for c in _classes_of(module, module_name)
+        if issubclass(c, TorchModelV2 | RLModule) and not inspect.isabstract(c)
     ]
+    tf_models = [c for c in _classes_of(module, module_name) if issubclass(c, TFModelV2)]
+    if tf_models and not classes:
+        raise _tf_model(name, found, f"{tf_models[0].__name__} is a TFModelV2")
     if len(classes) > 1:
         classes = [c for c in classes if c.__name__ == "CustomModel"] or classes
     if not classes:
-        others = [n for n, o in vars(module).items() if inspect.isclass(o) and o.__module__ == module_name]
+        others = [c.__name__ for c in _classes_of(module, module_name)]
         raise UserError(
             f"{found} defines no model class (found: {', '.join(others) or 'no classes'})",
             "subclass ray.rllib TorchModelV2 (old API) or TorchRLModule (new API)",

@@ -15,6 +15,7 @@ from typing import Any
 from ray import tune
 
 RETURN = "env_runners/episode_return_mean"
+EVAL_RETURN = "evaluation/env_runners/episode_return_mean"  # offline algorithms' only return
 STEPS = "num_env_steps_sampled_lifetime"
 HEALTH = "env_runner_health"  # added by envsdk.failures when remote env runners fail
 
@@ -29,6 +30,15 @@ def lookup(result: dict[str, Any], path: str) -> Any:
             return None
         node = node[part]
     return node
+
+
+def mean_return(result: dict[str, Any]) -> float | None:
+    """The training episodes' mean return, else the evaluation's (BC, CQL, ... sample no episodes)."""
+    for key in (RETURN, EVAL_RETURN):
+        value = lookup(result, key)
+        if value not in (None, "") and not math.isnan(float(value)):
+            return float(value)
+    return None
 
 
 def eta_seconds(result: dict[str, Any], stop: dict[str, Any]) -> float | None:
@@ -54,14 +64,14 @@ def fmt_duration(seconds: float | None) -> str:
 
 
 def format_line(name: str, result: dict[str, Any], stop: dict[str, Any]) -> str:
-    ret = lookup(result, RETURN)
+    ret = mean_return(result)
     steps = lookup(result, STEPS) or 0
     elapsed = float(result.get("time_total_s") or 0.0)
     rate = steps / elapsed if elapsed else 0.0
     parts = [
         f"[{name}] iter {result.get('training_iteration', 0)}",
         f"{int(steps):,} steps",
-        f"return {ret:.1f}" if isinstance(ret, int | float) and not math.isnan(ret) else "return -",
+        f"return {ret:.1f}" if ret is not None else "return -",
         f"{rate:,.0f} steps/s",
     ]
     eta = eta_seconds(result, stop)

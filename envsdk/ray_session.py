@@ -129,8 +129,11 @@ def local_gpus() -> float:
 
 
 def wanted_gpus(config: Any) -> float:
-    """GPUs a config asks for its learners (``num_gpus_per_learner`` + the old ``num_gpus``)."""
-    return float(getattr(config, "num_gpus_per_learner", 0) or 0) + float(config.num_gpus or 0)
+    """GPUs a config asks for its learners: ``num_gpus_per_learner`` per learner (new API stack),
+    ``num_gpus`` (old API stack; on the new one it is an unused default, IMPALA's is 1)."""
+    if not config.enable_rl_module_and_learner:
+        return float(config.num_gpus or 0)
+    return float(config.num_gpus_per_learner or 0) * max(1, int(config.num_learners or 0))
 
 
 GPU_FIX = "set num_gpus_per_learner: 0, or fake GPUs for testing with --ray-num-gpus N"

@@ -15,6 +15,8 @@
 from __future__ import annotations
 
 import inspect
+import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -94,6 +96,22 @@ def _load_entry_points() -> None:
             _REGISTRY[ep.name] = EnvFactory(ep.load(), ep.name)
 
 
+def current_version(env_id: str) -> str | None:
+    """The newest registered version of a retired gym id (``Pendulum-v0`` -> ``Pendulum-v1``), if any.
+
+    Read from gymnasium's registry, so it stays right as gymnasium moves on.
+    """
+    match = re.fullmatch(r"(.+)-v(\d+)", env_id)
+    if match is None:
+        return None
+    versions = [
+        int(m.group(1))
+        for other in gym.registry
+        if (m := re.fullmatch(re.escape(match.group(1)) + r"-v(\d+)", other))
+    ]
+    return f"{match.group(1)}-v{max(versions)}" if versions else None
+
+
 @dataclass
 class ResolvedEnv:
     """An env reference made concrete.
@@ -111,20 +129,48 @@ class ResolvedEnv:
             return self.creator(env_config or {})
         return gym.make(self.name, **(env_config or {}))
 
+    def with_time_limit(self, steps: int) -> ResolvedEnv:
+        """This env with episodes cut after ``steps`` (Ray 1.x ``horizon``); named ``<env>@<steps>-steps``."""
+        creator = self.creator or EnvFactory(GymMake(self.name), self.name)
+        return ResolvedEnv(
+            f"{self.name}@{steps}-steps", EnvFactory(creator.target, creator.name, steps), self.kind
+        )
+
+
+@dataclass(frozen=True)
+class GymMake:
+    """Picklable ``env_config -> gym.make(env_id, **env_config)``."""
+
+    env_id: str
+
+    def __call__(self, env_config: dict) -> Any:
+        return gym.make(self.env_id, **env_config)
+
 
 def resolve_env(spec: Any, search: list[Path] | None = None) -> ResolvedEnv:
-    """Resolve a YAML ``env:`` value (see module docstring)."""
+    """Resolve a YAML ``env:`` value (see module docstring); ``<env>@<N>-steps`` adds a time limit."""
     if spec is None:
         raise UserError("no env given", "add 'env: CartPole-v1' (or module.Class) to the experiment")
     if not isinstance(spec, str):
         raise UserError(f"env must be a string, got {spec!r}", "write env: module.ClassName")
+    limited = re.fullmatch(r"(.+)@(\d+)-steps", spec)
+    if limited is not None:
+        return resolve_env(limited.group(1), search).with_time_limit(int(limited.group(2)))
     if spec in _REGISTRY:
         return ResolvedEnv(spec, _REGISTRY[spec], "registered")
     _load_entry_points()
     if spec in _REGISTRY:
         return ResolvedEnv(spec, _REGISTRY[spec], "entry point")
     if spec in gym.registry:
+        current = current_version(spec)
+        if current != spec:  # kept as the file asks (versions differ, e.g. CartPole-v0's 200-step limit)
+            notice(f"env '{spec}' is an older version: gymnasium's current one is '{current}'")
+            warnings.filterwarnings("ignore", message=rf".*The environment {re.escape(spec)} is out of date")
         return ResolvedEnv(spec, None, "gymnasium")
+    current = current_version(spec)
+    if current is not None:
+        notice(f"env '{spec}' is retired: using '{current}', its current version in gymnasium")
+        return ResolvedEnv(current, None, "gymnasium")
     if split_ref(spec) is not None:
         target = import_ref(spec, search or [], what="env")
         if not callable(target):

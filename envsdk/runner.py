@@ -29,6 +29,7 @@ from envsdk.interrupt import CheckpointOnRequest, Interrupter
 from envsdk.outcome import Outcome
 from envsdk.plots import plot_reward_curve
 from envsdk.progress import RETURN, ProgressLine
+from envsdk.resources import PendingWatch
 from envsdk.stopping import StopCriteria, TuneStopper
 from envsdk.validation import build_scheduler
 
@@ -101,12 +102,15 @@ def run_experiment(
             ProgressLine(exp.name, exp.stop),
             ManifestWriter(run_info),
             interrupter,
+            PendingWatch(),
         ],
         verbose=0,
     )
     metric = score_attr or RETURN
     scheduler = build_scheduler(exp.scheduler, metric, order, str(exp.source or exp.name))
-    tune_config = tune.TuneConfig(num_samples=exp.num_samples, scheduler=scheduler)
+    tune_config = tune.TuneConfig(
+        num_samples=exp.num_samples, scheduler=scheduler, max_concurrent_trials=built.max_concurrent
+    )
     if resume and tune.Tuner.can_restore(str(exp_dir)):
         tuner = tune.Tuner.restore(
             str(exp_dir), trainable=built.algo_class, resume_unfinished=True, resume_errored=True

@@ -93,7 +93,7 @@ def ray_address(tmp_path_factory) -> str:
     yield address
     os.killpg(proc.pid, signal.SIGTERM)
     try:
-        proc.wait(timeout=30)
+        proc.wait(timeout=5)  # `ray start --block` takes 30 s to end on a signal; nothing of it is kept
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
     end_processes_mentioning(str(temp))

@@ -10,7 +10,8 @@ import pytest
 
 from tests.conftest import ROOT, progress_rows, trial_dirs
 
-CONFIGS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml"))
+OFFLINE = {"cartpole-bc.yaml"}  # trains from a rollout.py recording: tests/test_offline.py
+CONFIGS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml") if p.name not in OFFLINE)
 
 
 def test_every_config_is_covered():

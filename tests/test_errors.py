@@ -54,10 +54,21 @@ CASES = {
         ["no option 'hiden'", "hidden"],
     ),
     "removed-key": (
-        "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {horizon: 200}\n",
-        ["'horizon' was removed", "TimeLimit"],
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {num_gpus_per_learner_worker_fractional: true}\n",
+        ["'num_gpus_per_learner_worker_fractional' was removed", "num_gpus_per_learner"],
     ),
-    "tf": ("exp:\n  run: PPO\n  env: CartPole-v1\n  config: {framework: tf}\n", ["framework 'tf'", "torch"]),
+    "removed-algo": (
+        "exp:\n  run: DDPG\n  env: Pendulum-v1\n",
+        ["'run: DDPG' was removed", "the nearest is SAC"],
+    ),
+    "exploration": (
+        "exp:\n  run: DQN\n  env: CartPole-v1\n  config:\n    exploration_config: {type: Curiosity}\n",
+        ["type 'Curiosity' has no equivalent", "epsilon"],
+    ),
+    "filter": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {observation_filter: MyFilter}\n",
+        ["observation_filter 'MyFilter'", "MeanStdFilter"],
+    ),
     "rllib-rejects": (
         "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {train_batch_size: 100, minibatch_size: 500}\n",
         ["RLlib rejected the config"],
@@ -118,3 +129,23 @@ def test_unknown_flag_and_missing_file(capsys):
     assert "config file not found: nope.yaml" in capsys.readouterr().err
     assert run_cli(main, ["-f", "configs/cartpole-ppo.yaml", "--bogus=1"]) == 2
     assert "unknown argument '--bogus=1'" in capsys.readouterr().err
+
+
+TF_MODELS = {
+    "imports-tensorflow": "import tensorflow as tf\n\nclass CustomModel(tf.keras.Model):\n    pass\n",
+    "tfmodelv2": (
+        "from ray.rllib.models.tf.tf_modelv2 import TFModelV2\n\nclass CustomModel(TFModelV2):\n    pass\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(TF_MODELS))
+def test_a_tf_custom_model_is_an_error_naming_the_port(tmp_path, capsys, kind):
+    (tmp_path / "models").mkdir()
+    write(tmp_path / "models", "tfnet.py", TF_MODELS[kind])
+    cfg = write(tmp_path, "exp.yaml", "exp:\n  run: PPO\n  env: CartPole-v1\n  config:\n    framework: tf\n"
+                "    model: {custom_model: tfnet}\n")  # fmt: skip
+    code, lines = run(["-f", str(cfg)], capsys)
+    assert code == 2 and len(lines) == 2, lines
+    assert "custom_model 'tfnet'" in lines[0] and "is a TF model" in lines[0]
+    assert "port it to torch" in lines[1]

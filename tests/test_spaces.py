@@ -53,11 +53,18 @@ CASES = (
     + [("SAC", o, "box", False) for o in ("box2d", "image", "dict", "tuple")]
     + [("SAC", "tuple", "discrete", False)]
 )
-EXPORTED = [("PPO", o, "hybrid", True) for o in OBS] + [
-    ("PPO", "image", "box", False),
-    ("PPO", "tuple", "multidiscrete", True),
-    ("DQN", "dict", "discrete", True),
-    ("SAC", "dict", "box", False),
+# Ray 1.x's observation_filter: MeanStdFilter (RLlib's connector; the mask and images left as they are)
+FILTERED = [("PPO", o, "hybrid", True, True) for o in ("box", "box2d", "depth", "dict", "tuple")] + [
+    ("DQN", "dict", "discrete", True, True),
+    ("SAC", "tuple", "box", False, True),
+]
+EXPORTED = [
+    *[(*case, False) for case in [("PPO", o, "hybrid", True) for o in OBS]],
+    ("PPO", "image", "box", False, False),
+    ("PPO", "tuple", "multidiscrete", True, False),
+    ("DQN", "dict", "discrete", True, False),
+    ("SAC", "dict", "box", False, False),
+    *FILTERED,
 ]
 SETTINGS = {
     "PPO": {"train_batch_size": 128, "minibatch_size": 64, "num_epochs": 1},
@@ -74,8 +81,8 @@ SETTINGS = {
 }
 
 
-def case_name(algo: str, obs: str, act: str, mask: bool) -> str:
-    return f"{algo}-{obs}-{act}" + ("-mask" if mask else "")
+def case_name(algo: str, obs: str, act: str, mask: bool, filtered: bool = False) -> str:
+    return f"{algo}-{obs}-{act}" + ("-mask" if mask else "") + ("-meanstd" if filtered else "")
 
 
 # ---- the space layer, without Ray ---------------------------------------------------------
@@ -187,7 +194,7 @@ def test_envsdk_check_steps_only_allowed_actions(obs, act):
 # ---- training the whole matrix in one train.py ----------------------------------------------
 
 
-def _experiment(algo: str, obs: str, act: str, mask: bool) -> dict:
+def _experiment(algo: str, obs: str, act: str, mask: bool, filtered: bool = False) -> dict:
     return {
         "run": algo,
         "env": "matrix_env.MatrixEnv",
@@ -198,6 +205,7 @@ def _experiment(algo: str, obs: str, act: str, mask: bool) -> dict:
             "num_env_runners": 0,
             "model_config": {"fcnet_hiddens": [32]},
             **SETTINGS[algo],
+            **({"observation_filter": "MeanStdFilter"} if filtered else {}),
         },
     }
 
@@ -208,7 +216,7 @@ def matrix(ray_address, tmp_path_factory):
     folder = tmp_path_factory.mktemp("matrix")
     for name in ("matrix_env.py", "matrix_multi_env.py"):
         shutil.copy(ENVS / name, folder / name)
-    experiments = {case_name(*case): _experiment(*case) for case in CASES}
+    experiments = {case_name(*case): _experiment(*case) for case in [*CASES, *FILTERED]}
     experiments["PPO-multi-agent"] = {
         "run": "PPO",
         "env": "matrix_multi_env.MatrixMultiEnv",
@@ -304,6 +312,7 @@ def test_onnx_export_acts_like_the_rollout(matrix, tmp_path, case):
     import onnxruntime
 
     from envsdk.checkpoints import locate
+    from envsdk.observation_filter import saved_statistics
     from envsdk.onnx_export import greedy, layout_for
     from envsdk.restore import load
 
@@ -317,6 +326,13 @@ def test_onnx_export_acts_like_the_rollout(matrix, tmp_path, case):
 
     module = RLModule.from_checkpoint(module_dir)
     layout = layout_for(module.observation_space, module.action_space, q_values=case[0] == "DQN")
+    stats = saved_statistics(load(locate(results / case_name(*case)).checkpoint), module)
+    if case[-1]:  # trained statistics of every float part, baked into the export
+        floats = [leaf.path for leaf in layout.obs if leaf.space.dtype.kind == "f"]
+        assert stats is not None and sorted(stats.stats, key=str) == sorted(floats, key=str), stats
+        assert all((std > 0).any() for _, std in stats.stats.values())  # learned (one feature is constant)
+    else:
+        assert stats is None
     session = onnxruntime.InferenceSession(str(target), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == layout.input_names
     assert [o.name for o in session.get_outputs()] == layout.output_names

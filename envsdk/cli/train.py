@@ -14,6 +14,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from envsdk import legacy
 from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice
 from envsdk.yamlio import LineDict, parse_scalar
@@ -33,7 +34,14 @@ def parser() -> argparse.ArgumentParser:
         epilog="Override any config key with --config.KEY=VALUE, e.g. --config.lr=0.001 "
         "or --config.model.fcnet_hiddens='[64, 64]'.",
     )
-    p.add_argument("-f", "--config-file", help="YAML experiment file")
+    p.add_argument(
+        "-f",
+        "--config-file",
+        nargs="+",
+        action="extend",
+        metavar="FILE",
+        help="YAML experiment file(s); several run one after another",
+    )
     p.add_argument("--run", help="algorithm (overrides the file's 'run')")
     p.add_argument("--env", help="environment (overrides the file's 'env')")
     p.add_argument("--local-dir", "--storage-path", dest="storage_path", help="results folder")
@@ -53,7 +61,12 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--num-gpus", type=float, help="GPUs for the learner")
     p.add_argument("--seed", type=int)
-    p.add_argument("--framework", help="only 'torch' (RLlib 2.60 dropped TensorFlow)")
+    p.add_argument("--framework", help="tf/tf2/tfe run as torch (RLlib 2.60 dropped TensorFlow)")
+    p.add_argument(
+        "--translate-algo",
+        action="store_true",
+        help="run a removed algorithm (A2C, PG, DDPG, TD3, ApexDQN, ...) with its nearest 2.60 one",
+    )
     p.add_argument(
         "--ray-address", "--ip-head", dest="ray_address", help="join this Ray cluster ('auto': $RAY_ADDRESS)"
     )
@@ -89,7 +102,8 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
     from envsdk.experiment import Experiment, load_experiments
 
     if args.config_file:
-        experiments = load_experiments(args.config_file)
+        experiments = [exp for path in args.config_file for exp in load_experiments(path)]
+        _unique_names(experiments)
     elif args.run and args.env:
         experiments = [
             Experiment(name=f"{args.run}_{args.env}", run=args.run, env=args.env, config=LineDict())
@@ -111,6 +125,10 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
         )
     for exp in experiments:
         exp.run = args.run or exp.run
+        removed = legacy.removed_algorithm(exp.run)
+        if args.translate_algo and removed is not None and removed.safe and removed.algorithm:
+            notice(f"--translate-algo: 'run: {exp.run}' runs as {removed.algorithm} ({removed.why})")
+            exp.translated_from, exp.run = exp.run, removed.algorithm
         exp.env = args.env or overrides.get("env") or exp.env  # the command line wins over the YAML
         for flag, metric in STOP_FLAGS.items():
             if getattr(args, flag) is not None:
@@ -126,6 +144,18 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
             )
         exp.overrides = merge(overrides, flag_config)
     return experiments
+
+
+def _unique_names(experiments: list) -> None:
+    """Experiments of several files that share a name get their file's name too (their own folder)."""
+    seen: dict[str, Any] = {}
+    for exp in experiments:
+        if exp.name in seen and seen[exp.name].source != exp.source:
+            new = f"{exp.name}-{Path(exp.source).stem}"
+            first = seen[exp.name].source
+            notice(f"experiment '{exp.name}' of {exp.source} runs as '{new}' ({first} has one too)")
+            exp.name = new
+        seen[exp.name] = exp
 
 
 def _plain(value: Any) -> Any:
@@ -171,9 +201,7 @@ def main(argv: list[str]) -> int:
     args, extra = parser().parse_known_args(argv)
     overrides = parse_overrides(extra)
     if args.framework and args.framework != "torch":
-        raise UserError(
-            f"--framework {args.framework} is not supported", "RLlib 2.60 is torch-only: drop the flag"
-        )
+        notice(f"--framework {args.framework} runs as torch: RLlib 2.60 has only torch")
     if args.redis_password:
         notice("--redis-password is ignored: Ray 2 clusters need no Redis password")
     experiments = load(args, overrides)
@@ -188,8 +216,10 @@ def main(argv: list[str]) -> int:
 
     import ray
 
+    from envsdk.in_process import runs_in_process
     from envsdk.outcome import print_summary
     from envsdk.ray_session import check_gpus, local_gpus, start_ray, stop_ray
+    from envsdk.resources import fit, trial_count
     from envsdk.runner import run_experiment
 
     if not args.ray_address:  # a local Ray: its GPUs are known before it starts
@@ -218,6 +248,10 @@ def main(argv: list[str]) -> int:
             if sized is not None:
                 why = "the cluster's CPUs less the algorithm's and learners'"
                 print(f"num_env_runners: auto -> {sized} ({why})")
+            trials = trial_count(exp.num_samples, b.search_space)
+            # The whole cluster, not what is free now: on a shared cluster a trial that fits waits its turn.
+            cpus = ray.cluster_resources().get("CPU", 0.0)
+            b.max_concurrent = fit(exp.name, b.algo_class, b.config, runs_in_process(exp, b), trials, cpus)
             for line in b.models:
                 print(f"[{exp.name}] model {line}")
             outcome = run_experiment(

@@ -22,6 +22,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+import tree
 from ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module import DefaultAPPOTorchRLModule
 from ray.rllib.algorithms.bc.torch.default_bc_torch_rl_module import DefaultBCTorchRLModule
 from ray.rllib.algorithms.cql.torch.default_cql_torch_rl_module import DefaultCQLTorchRLModule
@@ -192,9 +193,14 @@ def check_modules(
         pid = policy_of.get(agent, DEFAULT_MODULE_ID)
         if pid not in modules:
             continue
+        module = modules[pid]
+        batch: dict[str, Any] = {Columns.OBS: _batch(obs)}
+        if module.is_stateful():  # a batch of one sequence of one step, from the initial state
+            batch[Columns.OBS] = tree.map_structure(lambda x: x[:, None], batch[Columns.OBS])
+            batch[Columns.STATE_IN] = tree.map_structure(lambda s: s[None], module.get_initial_state())
         try:
             with torch.no_grad():
-                out = modules[pid].forward_inference({Columns.OBS: _batch(obs)})
+                out = module.forward_inference(batch)
         except Exception as err:
             raise UserError(
                 f"policy '{pid}': its {'model ' + custom if custom else 'default model'} failed on the env's "

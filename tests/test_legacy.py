@@ -1,0 +1,192 @@
+"""Ray 0.8-2.x experiment files translated to RLlib 2.60, each change announced (no Ray started)."""
+
+from __future__ import annotations
+
+import re
+
+import gymnasium as gym
+import pytest
+
+from envsdk import legacy
+from envsdk.cli.train import main
+from envsdk.config import build_config, valid_keys
+from envsdk.errors import run_cli
+from envsdk.experiment import load_experiments
+from envsdk.registry import current_version
+
+
+def build(tmp_path, text: str, capsys=None):
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    (exp,) = load_experiments(path)
+    built = build_config(exp)
+    notices = capsys.readouterr().err.splitlines() if capsys else []
+    return exp, built.config, [n for n in notices if n.startswith("notice:")]
+
+
+def experiment(run: str, env: str, config: str) -> str:
+    lines = "".join(f"    {line}\n" for line in config.strip().splitlines())
+    return f"exp:\n  run: {run}\n  env: {env}\n  config:\n{lines}"
+
+
+@pytest.mark.parametrize(
+    ("config", "notice"),
+    [
+        ("framework: tf", "framework 'tf' runs as torch"),
+        ("framework: tf2", "framework 'tf2' runs as torch"),
+        ("framework: tfe", "framework 'tfe' runs as torch"),
+        ("use_pytorch: false", "use_pytorch"),
+    ],
+)
+def test_tensorflow_files_run_as_torch(tmp_path, capsys, config, notice):
+    _, cfg, notices = build(tmp_path, experiment("PPO", "CartPole-v1", config), capsys)
+    assert cfg.framework_str == "torch"
+    assert any(notice in n for n in notices), notices
+
+
+def test_framework_flag_runs_as_torch(tmp_path, capsys):
+    path = tmp_path / "exp.yaml"
+    path.write_text(experiment("PPO", "CartPole-v1", "num_workers: 0"))
+    assert run_cli(main, ["-f", str(path), "--framework", "tf", "--dry-run"]) == 0
+    assert "--framework tf" in capsys.readouterr().err
+
+
+def test_every_retired_id_maps_to_gymnasiums_newest():
+    """From gymnasium's registry: in each registered family, every older version maps to the newest."""
+    families: dict[str, list[int]] = {}
+    for env_id in gym.registry:
+        match = re.fullmatch(r"(.+)-v(\d+)", env_id)
+        if match:
+            families.setdefault(match.group(1), []).append(int(match.group(2)))
+    assert len(families) > 10
+    for name, versions in families.items():
+        newest = f"{name}-v{max(versions)}"
+        for old in range(max(versions)):
+            assert current_version(f"{name}-v{old}") == newest
+    for old, new in [
+        ("Pendulum-v0", "Pendulum-v1"),
+        ("FrozenLake-v0", "FrozenLake-v1"),
+        ("Taxi-v2", "Taxi-v3"),
+    ]:
+        assert current_version(old) == new
+    assert current_version("NoSuchEnv-v0") is None
+
+
+def test_retired_env_id_trains_under_its_current_name(tmp_path, capsys):
+    _, cfg, notices = build(tmp_path, experiment("PPO", "Pendulum-v0", "num_workers: 0"), capsys)
+    assert cfg.env == "Pendulum-v1"
+    assert any("'Pendulum-v0' is retired: using 'Pendulum-v1'" in n for n in notices), notices
+
+
+def test_horizon_is_a_time_limit_and_soft_horizon_is_dropped(tmp_path, capsys):
+    text = experiment("PPO", "Pendulum-v1", "horizon: 20\nsoft_horizon: true\nno_done_at_end: true")
+    _, cfg, notices = build(tmp_path, text, capsys)
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    assert cfg.env != "Pendulum-v1"  # our creator with the time limit, registered under its own name
+    made = _global_registry.get(ENV_CREATOR, cfg.env)(cfg.env_config)
+    made.reset(seed=0)
+    ends = [made.step(made.action_space.sample())[3] for _ in range(20)]  # Pendulum's own limit is 200
+    assert ends == [False] * 19 + [True]
+    assert any("time limit of 20 steps" in n for n in notices)
+    assert any("'soft_horizon' dropped" in n for n in notices)
+    assert any("'no_done_at_end' dropped" in n for n in notices)
+
+
+def test_new_stack_switches_of_ray_2_x_are_dropped(tmp_path, capsys):
+    text = experiment(
+        "PPO", "CartPole-v1",
+        "_enable_new_api_stack: true\n_enable_learner_api: true\n_enable_rl_module_api: true\n"
+        "_disable_execution_plan_api: true\nenable_connectors: true",
+    )  # fmt: skip
+    _, cfg, notices = build(tmp_path, text, capsys)
+    assert cfg.enable_rl_module_and_learner and cfg.enable_env_runner_and_connector_v2
+    for key in ("_enable_new_api_stack", "_enable_learner_api", "_enable_rl_module_api", "enable_connectors"):
+        assert any(f"'{key}' dropped" in n for n in notices), key
+
+
+def test_renamed_keys_land_on_their_2_60_settings(tmp_path, capsys):
+    _, sac, _ = build(
+        tmp_path,
+        experiment(
+            "SAC", "Pendulum-v1",
+            "optimization: {actor_learning_rate: 0.001, critic_learning_rate: 0.002,\n"
+            "  entropy_learning_rate: 0.003}\n"
+            "timesteps_per_iteration: 500\nlearning_starts: 100\nsample_batch_size: 4",
+        ),
+    )  # fmt: skip
+    assert (sac.actor_lr, sac.critic_lr, sac.alpha_lr) == (0.001, 0.002, 0.003)
+    assert sac.min_sample_timesteps_per_iteration == 500
+    assert sac.num_steps_sampled_before_learning_starts == 100
+    assert sac.rollout_fragment_length == 4
+    _, appo, notices = build(
+        tmp_path,
+        experiment("APPO", "CartPole-v1", "minibatch_buffer_size: 3\nvtrace: false\nnum_workers: 0"),
+        capsys,
+    )
+    assert appo.circular_buffer_num_batches == 3 and appo.vtrace is True
+    assert any("vtrace: false" in n for n in notices)
+    _, _, notices = build(tmp_path, experiment("IMPALA", "CartPole-v1", "minibatch_buffer_size: 3"), capsys)
+    assert any("'minibatch_buffer_size' dropped: IMPALA in RLlib 2.60 has no" in n for n in notices), notices
+
+
+def test_exploration_config_becomes_the_closest_setting(tmp_path):
+    _, dqn, _ = build(
+        tmp_path,
+        experiment(
+            "DQN", "CartPole-v1",
+            "exploration_config: {type: EpsilonGreedy, initial_epsilon: 1.0, final_epsilon: 0.05, "
+            "epsilon_timesteps: 5000}",
+        ),
+    )  # fmt: skip
+    assert dqn.epsilon == [[0, 1.0], [5000, 0.05]]
+    _, ppo, _ = build(
+        tmp_path, experiment("PPO", "CartPole-v1", "exploration_config: {type: StochasticSampling}")
+    )
+    assert ppo.explore is True
+
+
+def test_mean_std_filter_is_a_connector(tmp_path, capsys):
+    import functools
+
+    from envsdk.observation_filter import mean_std_filter
+
+    _, cfg, notices = build(
+        tmp_path, experiment("PPO", "CartPole-v1", "observation_filter: MeanStdFilter"), capsys
+    )
+    made = cfg._env_to_module_connector
+    assert isinstance(made, functools.partial) and made.func is mean_std_filter
+    assert any("observation_filter: MeanStdFilter" in n for n in notices)
+
+
+def test_settable_properties_are_config_keys():
+    from ray.rllib.algorithms.bc import BCConfig
+
+    keys = valid_keys(BCConfig())
+    assert "train_batch_size_per_learner" in keys and "_train_batch_size_per_learner" not in keys
+
+
+@pytest.mark.parametrize(("old", "new"), [("A2C", "PPO"), ("PG", "PPO"), ("A3C", "APPO"), ("DDPG", "SAC"),
+                                          ("TD3", "SAC"), ("APEX", "DQN"), ("SIMPLEQ", "DQN")])  # fmt: skip
+def test_translate_algo_runs_the_nearest_algorithm(tmp_path, capsys, old, new):
+    env = "Pendulum-v1" if new == "SAC" else "CartPole-v1"
+    path = tmp_path / "exp.yaml"
+    path.write_text(experiment(old, env, "num_workers: 0\nlr: 0.001"))
+    assert run_cli(main, ["-f", str(path), "--dry-run"]) == 2
+    assert f"the nearest is {new}" in capsys.readouterr().err
+    assert run_cli(main, ["-f", str(path), "--dry-run", "--translate-algo"]) == 0
+    assert f"'run: {old}' runs as {new}" in capsys.readouterr().err
+
+
+def test_legacy_table_lists_every_translation():
+    table = legacy.legacy_table_markdown()
+    for key in [
+        *legacy.CONFIG_KEYS,
+        *legacy.DROPPED_CONFIG_KEYS,
+        *legacy.REWRITES,
+        *legacy.REMOVED_ALGORITHMS,
+    ]:
+        assert f"`{key}`" in table or f"`run: {key}`" in table, key
+    from tests.conftest import ROOT
+
+    assert table.strip() in (ROOT / "README.md").read_text(), "README's table: python -m envsdk legacy-table"
