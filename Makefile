@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: train test lint bench clean sysdeps
+.PHONY: train test test-fast lint bench clean sysdeps
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -34,7 +34,14 @@ train: $(STAMP)
 
 test: $(STAMP) sysdeps
 	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
 	$(PY) -m pytest -q
+
+# The tests that need no trained run, Unity player or cluster: under a minute.
+test-fast: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m pytest -q -m "not slow"
 
 bench: $(STAMP) sysdeps
 	$(PY) -m pip install -q -c requirements.lock -e '.[bench]'

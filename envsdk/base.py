@@ -7,13 +7,17 @@ conventions this tool relies on:
 * curriculum envs expose ``get_task``/``set_task`` (the Ray 1.x
   ``TaskSettableEnv`` contract, removed from Ray 2.60);
 * action-masking envs return ``{"observations": ..., "action_mask": ...}`` so
-  the default models can honour the mask.
+  the default models can honour the mask;
+* what an env tells train.py beyond that (config defaults, callbacks, policies,
+  whether a dry run may build it) is declared once, in :class:`RLlibHooks`.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -21,6 +25,55 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv as _RLlibMultiAgentEnv
 
 OBS_KEY = "observations"
 MASK_KEY = "action_mask"
+
+
+class RLlibHooks:
+    """What an env class may tell train.py beyond the gymnasium/RLlib API, with the defaults.
+
+    Inherit it and override what your env needs (``UnityEnv`` does).  train.py
+    reads these only through :func:`hooks`, so an env without the mixin gets
+    the defaults below.
+    """
+
+    build_in_dry_run: ClassVar[bool] = True
+    """Whether ``--dry-run`` may build the env (False: building it launches something, e.g. a game)."""
+
+    config_defaults: ClassVar[dict[str, Any]] = {}
+    """RLlib config values this env needs unless the YAML sets them (``{"normalize_actions": False}``)."""
+
+    env_callbacks: ClassVar[dict[str, Callable[..., Any]]] = {}
+    """RLlib callback event -> function, run beside the user's (e.g. ``on_sample_end`` game stats)."""
+
+    reseedable: ClassVar[bool] = True
+    """Whether ``reset(seed=...)`` reseeds the env; False turns ``envsdk check``'s reseed failures into
+    a warning (a Unity player takes its seed once, at launch)."""
+
+    reseed_note: ClassVar[str] = "by design"
+    """Why the env cannot be reseeded, for that warning."""
+
+    @classmethod
+    def prepare_env_config(cls, env_config: dict[str, Any], base_dir: Path) -> dict[str, Any]:
+        """Check ``env_config`` in the driver, before Ray starts, and return what the env runners get.
+
+        ``base_dir`` is the YAML file's folder (for relative paths).  Default: unchanged.
+        """
+        return env_config
+
+    def policy_specs(self) -> dict[str, tuple[gym.Space, gym.Space]] | None:
+        """Multi-agent: policy id -> (observation space, action space), the default ``policies``.
+
+        None (the default): one policy per agent, or ``default_policy`` for a single agent.
+        """
+        return None
+
+
+_DEFAULT_HOOKS = RLlibHooks()
+
+
+def hooks(env: Any) -> Any:
+    """``env`` (a class or an instance) if it declares :class:`RLlibHooks`, else their defaults."""
+    declares = isinstance(env, RLlibHooks) or (isinstance(env, type) and issubclass(env, RLlibHooks))
+    return env if declares else _DEFAULT_HOOKS
 
 
 class Env(gym.Env):

@@ -35,6 +35,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.policy import PolicySpec
 
 from envsdk import legacy, observation_filter, offline
+from envsdk.base import hooks
 from envsdk.callbacks import add_callback
 from envsdk.curriculum import apply_curriculum
 from envsdk.default_models.choice import check_modules, module_spec
@@ -480,10 +481,9 @@ def build_config(
         from ray.tune.registry import register_env
 
         register_env(resolved.name, resolved.creator)
-    prepare = getattr(target, "prepare_env_config", None)
-    if prepare is not None:  # e.g. the Unity env makes its file paths absolute for the env runners
-        env_config = prepare(env_config, exp.base_dir)
-    skip = dry_run and not getattr(target, "build_in_dry_run", True)
+    env_hooks = hooks(target)
+    env_config = env_hooks.prepare_env_config(env_config, exp.base_dir)  # e.g. Unity's absolute paths
+    skip = dry_run and not env_hooks.build_in_dry_run
     with (
         contextlib.nullcontext((None, unbuilt(target))) if skip else preflight(resolved, env_config) as (
             env,
@@ -499,7 +499,7 @@ def build_config(
         # The preflight above is the env check (with only allowed actions where there is a mask);
         # RLlib's own multi-agent checker steps with random actions, masked ones included.
         values.setdefault("disable_env_checking", True)
-        for key, value in getattr(target, "config_defaults", {}).items():
+        for key, value in env_hooks.config_defaults.items():
             values.setdefault(key, value)  # the env's own defaults; the YAML wins
         if not _continuous_actions(info):
             # Nothing to unsquash or clip, but RLlib's connector would still copy and
@@ -532,7 +532,7 @@ def build_config(
                 f"{raw.source}: RLlib rejected the config: {first}",
                 "adjust the named setting in the YAML (or the --config override)",
             ) from err
-        for event, hook in getattr(target, "env_callbacks", {}).items():
+        for event, hook in env_hooks.env_callbacks.items():
             add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
         if curriculum:
             import_ref(str(curriculum), paths, what="curriculum function")  # fail early

@@ -21,7 +21,7 @@ import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-from envsdk.base import MASK_KEY, has_action_mask
+from envsdk.base import MASK_KEY, has_action_mask, hooks
 from envsdk.default_models.choice import describe
 from envsdk.default_models.spaces import SpaceError, allowed_version, sample_allowed
 from envsdk.errors import UserError
@@ -136,13 +136,13 @@ def preflight(resolved: ResolvedEnv, env_config: dict) -> Iterator[tuple[Any, En
                 problems = values_problems(env, after, stage)
             stage = "its policy_specs()"
             multi = isinstance(env, MultiAgentEnv)
-            offers = multi and callable(getattr(env, "policy_specs", None))
+            policies = hooks(env).policy_specs() if multi else None
             info = EnvInfo(
                 multi_agent=multi,
                 agent_spaces=_agent_spaces(env, obs),
                 first_obs=first,
-                policies=env.policy_specs() if offers else None,
-                policy_mapping_fn=getattr(env, "policy_mapping_fn", None) if offers else None,
+                policies=policies,
+                policy_mapping_fn=getattr(env, "policy_mapping_fn", None) if policies is not None else None,
             )
         except UserError:
             raise
@@ -199,15 +199,15 @@ def _run_external(report: CheckReport, label: str, fn: Any) -> None:
 
 
 def _gymnasium_check(checker: Any, env: Any) -> None:
-    """gymnasium's checker; its reseeding checks become a warning for envs that declare
-    ``metadata["reseedable"] = False`` (a Unity player takes its seed once, at launch)."""
+    """gymnasium's checker; its reseeding checks become a warning for envs whose
+    :class:`~envsdk.base.RLlibHooks` say ``reseedable = False``."""
     try:
         checker(env, skip_render_check=True)
     except AssertionError as err:
-        if env.metadata.get("reseedable", True) or "seed" not in str(err).lower():
+        env_hooks = hooks(env.unwrapped)
+        if env_hooks.reseedable or "seed" not in str(err).lower():
             raise
-        note = env.metadata.get("reseed_note", "by design")
-        warnings.warn(f"cannot be reseeded after start ({note})", stacklevel=1)
+        warnings.warn(f"cannot be reseeded after start ({env_hooks.reseed_note})", stacklevel=1)
 
 
 class _MaskRespecting(gym.Wrapper):
@@ -306,9 +306,9 @@ def _check(report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dic
 
 def _named_spaces(env: Any, spaces: dict[str, tuple[gym.Space, gym.Space]]) -> dict[str, tuple]:
     """Who gets which default model: the env's policies if it names them, else each agent."""
-    offers = callable(getattr(env, "policy_specs", None))
-    if offers:
-        return {f"policy {pid}": value for pid, value in env.policy_specs().items()}
+    policies = hooks(env).policy_specs()
+    if policies is not None:
+        return {f"policy {pid}": value for pid, value in policies.items()}
     if list(spaces) == [AGENT]:
         return {"default_policy": spaces[AGENT]}
     return {f"agent {aid}": value for aid, value in spaces.items()}

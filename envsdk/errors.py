@@ -8,11 +8,12 @@ re-raises so the full traceback is visible.
 
 from __future__ import annotations
 
-import atexit
 import difflib
 import os
 import sys
 from collections.abc import Callable, Iterable
+
+from envsdk.internals import run_exit_hooks
 
 EXIT_USAGE = 2
 
@@ -63,7 +64,7 @@ def exit_now(code: int) -> None:
     shut down and every file we wrote is closed.  The exit hooks still run
     (logging, Ray's own), then the process ends.
     """
-    atexit._run_exitfuncs()
+    run_exit_hooks()
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)

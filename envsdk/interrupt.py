@@ -25,6 +25,8 @@ from typing import Any
 from ray import tune
 from ray.rllib.callbacks.callbacks import RLlibCallback
 
+from envsdk.internals import stop_tune_gracefully, trial_experiment_dir
+
 REQUEST_FILE = ".envsdk-interrupt"
 
 
@@ -40,8 +42,8 @@ class CheckpointOnRequest(RLlibCallback):
     """
 
     def on_train_result(self, *, algorithm: Any, result: dict, **kwargs: Any) -> None:
-        storage = getattr(algorithm, "_storage", None)
-        if storage is not None and request_path(Path(storage.experiment_fs_path)).exists():
+        folder = trial_experiment_dir(algorithm)
+        if folder is not None and request_path(folder).exists():
             result["should_checkpoint"] = True
 
 
@@ -109,7 +111,7 @@ class Interrupter(SignalCatcher, tune.Callback):
         self.request.write_text(self.signal_name or "")
 
     def stop_now(self) -> None:
-        os.kill(os.getpid(), signal.SIGUSR1)  # Tune's graceful stop: trials stay resumable
+        stop_tune_gracefully()  # trials stay resumable
 
     def on_step_begin(self, iteration: int, trials: list, **info: Any) -> None:
         if self.signal_name is not None and self._pending is None:

@@ -6,6 +6,8 @@ import logging
 import sys
 import warnings
 
+from envsdk.internals import RLLIB_API_LOGGERS
+
 _seen: set[str] = set()
 
 
@@ -19,7 +21,7 @@ def notice(message: str) -> None:
 
 def quiet_rllib() -> None:
     """Keep RLlib's warnings about its own API (stack banners, deprecations) out of our output."""
-    for name in ("ray.rllib", "ray._common.deprecation"):
+    for name in RLLIB_API_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # offline runs: a dataset report per read
     # Every Algorithm built in one process re-registers RLlib's env ids with gymnasium.

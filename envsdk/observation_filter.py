@@ -22,6 +22,7 @@ import copy
 import functools
 import pickle
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -34,10 +35,10 @@ from ray.rllib.utils.spaces.space_utils import get_base_struct_from_space
 from envsdk.base import MASK_KEY, OBS_KEY, has_action_mask
 from envsdk.default_models.spaces import inner_space, observation_leaves
 from envsdk.errors import UserError
+from envsdk.internals import PIECE_CLASS_FILE, PIECE_STATE_FILE, connector_pieces, env_to_module_connector
 
 RAW_OBSERVATIONS = "envsdk_raw_observations"  # SingleAgentEpisode.custom_data key (evaluation)
 SMALL_NUMBER = 1e-8  # added to the std before dividing, as Ray 1.x did
-CONNECTOR_FOLDER = ("env_runner", "env_to_module_connector")  # inside a checkpoint
 
 Path_ = tuple[Any, ...]  # a part's path in the observation nest (dict keys, tuple indices)
 
@@ -239,7 +240,7 @@ def mean_std_filter(
 
 def freeze_observation_filter(config: Any) -> None:
     """Evaluate with the trained MeanStdFilter statistics as they are, keeping raw observations."""
-    made = config._env_to_module_connector
+    made = env_to_module_connector(config)
     if isinstance(made, functools.partial) and made.func is mean_std_filter:
         config.env_runners(env_to_module_connector=functools.partial(made, evaluation=True))
 
@@ -262,16 +263,15 @@ class Statistics:
 
 def saved_statistics(restored: Any, module: Any) -> Statistics | None:
     """The observation filter's statistics saved with the checkpoint's env runner, if it has one."""
-    pipeline = restored.checkpoint.joinpath(*CONNECTOR_FOLDER)
-    made = next((p for p in sorted(pipeline.glob("*/class_and_ctor_args.pkl")) if _is_filter(p)), None)
-    if made is None:
+    piece = next((p for p in connector_pieces(restored.checkpoint) if _is_filter(p)), None)
+    if piece is None:
         return None
     if restored.multi_agent:
         raise UserError(
             "--export-onnx: this run's MeanStdFilter keeps statistics per agent, not per policy",
             "train with observation_filter: NoFilter to export a multi-agent policy",
         )
-    state = pickle.loads((made.parent / "state.pkl").read_bytes())
+    state = pickle.loads((piece / PIECE_STATE_FILE).read_bytes())
     seen = state["agents"].get(None, {}).get("seen", {})
     space = module.observation_space
     prefix = (OBS_KEY,) if has_action_mask(space) else ()  # saved for the whole (masked) observation
@@ -283,5 +283,7 @@ def saved_statistics(restored: Any, module: Any) -> Statistics | None:
     return Statistics(stats, state["clip_by_value"])
 
 
-def _is_filter(made: Any) -> bool:
-    return issubclass(pickle.loads(made.read_bytes())["class"], ObservationMeanStdFilter)
+def _is_filter(piece: Path) -> bool:
+    return issubclass(
+        pickle.loads((piece / PIECE_CLASS_FILE).read_bytes())["class"], ObservationMeanStdFilter
+    )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from envsdk.errors import UserError
+from envsdk.internals import init_without_prestart
 from envsdk.notices import notice
 
 
@@ -59,8 +60,7 @@ def start_ray(
             _temp_dir=str(Path(temp_dir).resolve()) if temp_dir else None,
         )
         if not prestart_workers:
-            no_prestart = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
-            kwargs["_system_config"] = no_prestart
+            init_without_prestart(kwargs)
     try:
         ray.init(**kwargs)
         if not address:

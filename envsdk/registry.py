@@ -86,14 +86,27 @@ def register(env_id: str, *, max_episode_steps: int | None = None) -> Callable:
 
 
 def registered_ids() -> list[str]:
-    _load_entry_points()
-    return sorted(_REGISTRY)
+    """Ids from :func:`register` and from installed packages' entry points (not imported)."""
+    return sorted(set(_REGISTRY) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)})
 
 
-def _load_entry_points() -> None:
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.name not in _REGISTRY:
-            _REGISTRY[ep.name] = EnvFactory(ep.load(), ep.name)
+def _entry_point(name: str) -> EnvFactory | None:
+    """The env an installed package declares under ``name``, imported now and only this one.
+
+    A CartPole run imports no plugin (the Unity one brings gRPC and OpenCV),
+    and a broken plugin is an error only for the runs that name it.
+    """
+    for ep in entry_points(group=ENTRY_POINT_GROUP, name=name):
+        try:
+            target = ep.load()
+        except Exception as err:
+            raise UserError(
+                f"env '{name}': its plugin {ep.value} failed to import: {type(err).__name__}: {err}",
+                "fix or reinstall the package that provides it (--debug shows the traceback)",
+            ) from err
+        _REGISTRY[name] = EnvFactory(target, name)
+        return _REGISTRY[name]
+    return None
 
 
 def current_version(env_id: str) -> str | None:
@@ -158,9 +171,9 @@ def resolve_env(spec: Any, search: list[Path] | None = None) -> ResolvedEnv:
         return resolve_env(limited.group(1), search).with_time_limit(int(limited.group(2)))
     if spec in _REGISTRY:
         return ResolvedEnv(spec, _REGISTRY[spec], "registered")
-    _load_entry_points()
-    if spec in _REGISTRY:
-        return ResolvedEnv(spec, _REGISTRY[spec], "entry point")
+    plugin = _entry_point(spec)
+    if plugin is not None:
+        return ResolvedEnv(spec, plugin, "entry point")
     if spec in gym.registry:
         current = current_version(spec)
         if current != spec:  # kept as the file asks (versions differ, e.g. CartPole-v0's 200-step limit)
@@ -180,7 +193,7 @@ def resolve_env(spec: Any, search: list[Path] | None = None) -> ResolvedEnv:
         if registered is not None:
             return ResolvedEnv(spec, registered, "registered")
         return ResolvedEnv(spec, EnvFactory(target, spec), "import path")
-    known = list(_REGISTRY) + list(gym.registry)
+    known = registered_ids() + list(gym.registry)
     hint = closest(spec, known)
     raise UserError(
         f"unknown env '{spec}'",

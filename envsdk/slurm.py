@@ -213,9 +213,9 @@ def wait_for_nodes(address: str, count: int, timeout: float) -> int:
         time.sleep(2)
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(prog: str = "python -m envsdk.slurm") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m envsdk.slurm",
+        prog=prog,
         description="Write an sbatch script for train.py (see the README's 'Running on a cluster').",
         epilog="Everything after -- goes to train.py: -- -f configs/cartpole-ppo.yaml --num-workers auto",
     )
@@ -239,9 +239,9 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], prog: str = "python -m envsdk.slurm") -> int:
     if argv[:1] == ["wait"]:
-        w = argparse.ArgumentParser(prog="python -m envsdk.slurm wait")
+        w = argparse.ArgumentParser(prog=f"{prog} wait")
         w.add_argument("address")
         w.add_argument("nodes", type=int)
         w.add_argument("--timeout", type=float, default=600)
@@ -250,7 +250,7 @@ def main(argv: list[str]) -> int:
     own, _, train_args = (
         (argv[: argv.index("--")], "--", argv[argv.index("--") + 1 :]) if "--" in argv else (argv, "", [])
     )
-    args = parser().parse_args(own)
+    args = parser(prog).parse_args(own)
     if not train_args:
         raise UserError("no train.py arguments", "add them after --, e.g. -- -f configs/cartpole-ppo.yaml")
     if args.nodes < 1 or args.cpus_per_node < 1:

@@ -24,10 +24,9 @@ import math
 import numbers
 from typing import Any
 
-from ray._common.deprecation import DEPRECATED_VALUE
-
 from envsdk import legacy
 from envsdk.errors import UserError, closest, did_you_mean
+from envsdk.internals import is_deprecated_default
 from envsdk.notices import notice
 
 # ---- config values ---------------------------------------------------------------------
@@ -102,7 +101,7 @@ def check_config_value(key: str, value: Any, default: Any, where: str, spelled: 
             f"write e.g. '{key}: {default!r}' (RLlib's default)" if default is not None else "",
         )
 
-    if value is None or default is None or callable(default) or default == DEPRECATED_VALUE:
+    if value is None or default is None or callable(default) or is_deprecated_default(default):
         return value  # RLlib's own validation (and the algorithm build) judge these
     if key in AUTO_KEYS and value == "auto":
         return value

@@ -7,9 +7,7 @@ and the cluster-join path is exercised on every run).
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -19,40 +17,29 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # The test cluster lives on loopback only; token auth would need a shared token
 # file between the head and every train.py subprocess, which tests do not test.
 os.environ["RAY_AUTH_MODE"] = "disabled"
 
+from tests.helpers import ROOT, end_processes_mentioning, free_port, run_train
 
-needs_xvfb = pytest.mark.skipif(
-    shutil.which("Xvfb") is None, reason="Xvfb is not installed (`make test` installs it when run as root)"
-)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+SLOW_FIXTURES = {"ray_address"}  # a test that needs the session's Ray trains or evaluates for real
 
 
-def processes_mentioning(text: str) -> list[int]:
-    """Pids of the processes whose command line contains ``text`` (Ray's carry their temp dir)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit() and int(proc.name) != os.getpid():
-            with contextlib.suppress(OSError):
-                if text.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-    return found
+@pytest.fixture(autouse=True)
+def fresh_notices() -> None:
+    """Each notice is printed once per process; each test sees its own."""
+    from envsdk import notices
+
+    notices._seen.clear()
 
 
-def end_processes_mentioning(text: str) -> None:
-    """SIGKILL what outlived a Ray cluster's own shut-down (a worker of a failed run once did)."""
-    for pid in processes_mentioning(text):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what needs Ray (or is marked by its module) as slow: ``make test-fast`` runs the rest."""
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")
@@ -99,16 +86,6 @@ def ray_address(tmp_path_factory) -> str:
     end_processes_mentioning(str(temp))
 
 
-def run_train(args: list[str], cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-
-
 @pytest.fixture
 def train(ray_address, tmp_path):
     """Run train.py joined to the session's Ray; results go to tmp_path/results."""
@@ -127,17 +104,6 @@ def train(ray_address, tmp_path):
     return _train
 
 
-def trial_dirs(results: Path) -> list[Path]:
-    return sorted(p.parent for p in results.glob("*/*/progress.csv"))
-
-
-def progress_rows(trial: Path) -> list[dict]:
-    import csv
-
-    with (trial / "progress.csv").open() as fh:
-        return list(csv.DictReader(fh))
-
-
 @pytest.fixture(scope="session", autouse=True)
 def standin_builds() -> Path:
     """The stand-in Unity players under builds/, where configs/unity-*.yaml expect them."""
@@ -146,16 +112,3 @@ def standin_builds() -> Path:
     for name, args in BUILDS.items():
         write_build(ROOT / "builds", name, args)
     return ROOT / "builds"
-
-
-def player_pids() -> set[int]:
-    """Stand-in players and Xvfb servers running right now (to check nothing is left behind)."""
-    found = set()
-    for status in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            cmd = status.read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if b"unity_bridge.standin.player" in cmd or cmd.startswith(b"Xvfb"):
-            found.add(int(status.parent.name))
-    return found

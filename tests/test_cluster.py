@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import end_processes_mentioning, free_port, progress_rows, run_train, trial_dirs
+from tests.helpers import end_processes_mentioning, free_port, progress_rows, run_train, trial_dirs
 
+pytestmark = pytest.mark.slow  # starts a two-node Ray cluster
 RAY = str(Path(sys.executable).parent / "ray")
 NODE_ENV = '''
 import os

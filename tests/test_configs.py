@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, progress_rows, trial_dirs
+from tests.helpers import ROOT, progress_rows, trial_dirs
 
 OFFLINE = {"cartpole-bc.yaml"}  # trains from a rollout.py recording: tests/test_offline.py
 CONFIGS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml") if p.name not in OFFLINE)

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT, progress_rows, run_train
+from tests.helpers import ROOT, progress_rows, run_train
 
 CORPUS = ROOT / "tests" / "corpus"
 # file -> the README phrase its refusal must carry
@@ -44,6 +44,8 @@ REFUSED = {
 }
 TRAINED = sorted(p.name for p in CORPUS.glob("*.yaml") if p.name not in REFUSED)
 EXTERNAL = sorted(Path(os.environ["ENVSDK_CORPUS"]).glob("*.y*ml")) if os.environ.get("ENVSDK_CORPUS") else []
+
+pytestmark = pytest.mark.slow  # each file is a train.py process
 
 
 def readme_reasons() -> list[str]:

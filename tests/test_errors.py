@@ -10,7 +10,7 @@ import pytest
 
 from envsdk.cli.train import main
 from envsdk.errors import run_cli
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def write(tmp_path, name, text):
@@ -114,6 +114,7 @@ def test_env_whose_spaces_do_not_match(tmp_path, capsys):
     assert "reset() observation: shape (3,) but the space says (4,)" in lines[0]
 
 
+@pytest.mark.slow
 def test_cli_exit_code_and_debug_traceback(tmp_path):
     cfg = write(tmp_path, "exp.yaml", "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {lrr: 1}\n")
     cmd = [sys.executable, str(ROOT / "train.py"), "-f", str(cfg), "--dry-run"]

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from envsdk.checkpoints import verify
-from tests.conftest import ROOT, progress_rows, run_train, trial_dirs
+from tests.helpers import ROOT, progress_rows, run_train, trial_dirs
 
 
 def _start(args: list[str]) -> subprocess.Popen:

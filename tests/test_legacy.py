@@ -187,6 +187,6 @@ def test_legacy_table_lists_every_translation():
         *legacy.REMOVED_ALGORITHMS,
     ]:
         assert f"`{key}`" in table or f"`run: {key}`" in table, key
-    from tests.conftest import ROOT
+    from tests.helpers import ROOT
 
     assert table.strip() in (ROOT / "README.md").read_text(), "README's table: python -m envsdk legacy-table"

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, progress_rows, trial_dirs
+from tests.helpers import ROOT, progress_rows, trial_dirs
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, run_train
+from tests.helpers import ROOT, run_train
 
 EPISODE = re.compile(r"^episode (\d+): return (-?[\d.]+), length (\d+)(.*)$", re.M)
 
@@ -284,8 +284,33 @@ def test_bad_input_exits_2(trained, tmp_path, case, message):
     elif case == "episodes-and-steps":
         extra = ["--episodes", "1", "--steps", "10"]
     elif case == "bad-out":
-        extra = ["--out", "rollouts.pkl"]
+        extra = ["--out", "rollouts.csv"]
     out = rollout(path, *extra, cwd=tmp_path)
     assert out.returncode == 2, out.stdout + out.stderr
     assert message in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 3
+
+
+@pytest.mark.parametrize("name", ["rollouts", "rollouts.pkl"])
+def test_out_without_npz_suffix_writes_npz_and_says_so(trained, tmp_path, name):
+    out = rollout(trained["cartpole"], "--episodes", "1", "--out", name, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert f"--out {name}: writing rollouts.npz" in out.stderr
+    assert (tmp_path / "rollouts.npz").is_file() and not (tmp_path / name).exists()
+
+
+def test_envsdk_command_evaluates_and_exports(trained, tmp_path):
+    """``envsdk evaluate`` takes rllib evaluate's flags; ``envsdk export`` writes the ONNX file."""
+    command = [sys.executable, "-m", "envsdk"]
+    evaluated = subprocess.run(
+        [*command, "evaluate", str(trained["cartpole"]), "--steps", "60", "--no-render", "--no-out"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert evaluated.returncode == 0, evaluated.stderr
+    assert sum(n for _, n, _ in episodes(evaluated.stdout)) == 60
+    exported = subprocess.run(
+        [*command, "export", str(trained["cartpole"]), str(tmp_path / "p.onnx")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert exported.returncode == 0, exported.stderr
+    assert (tmp_path / "p.onnx").stat().st_size > 0 and "checked against torch" in exported.stdout

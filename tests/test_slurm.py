@@ -22,14 +22,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, free_port, progress_rows, trial_dirs
+from tests.helpers import ROOT, free_port, progress_rows, trial_dirs
 
 BINARIES = ("slurmctld", "slurmd", "sbatch", "munged")
-pytestmark = pytest.mark.skipif(
-    any(shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists() for b in BINARIES)
-    or os.geteuid() != 0,
-    reason="needs Slurm and munge from Debian (`make test` installs them when run as root)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        any(shutil.which(b) is None and not Path(f"/usr/sbin/{b}").exists() for b in BINARIES)
+        or os.geteuid() != 0,
+        reason="needs Slurm and munge from Debian (`make test` installs them when run as root)",
+    ),
+]
 
 
 def _slurm(*args: str, conf: Path, check: bool = True) -> subprocess.CompletedProcess:

@@ -35,7 +35,7 @@ from envsdk.default_models.spaces import (
     split_mask,
 )
 from envsdk.errors import run_cli
-from tests.conftest import ROOT, progress_rows, run_train
+from tests.helpers import ROOT, progress_rows, run_train
 
 ENVS = ROOT / "tests" / "envs"
 OBS = ["discrete", "multidiscrete", "box", "box2d", "image", "depth", "dict", "tuple"]

@@ -8,8 +8,10 @@ import tempfile
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from envsdk.checkpoints import verify
-from tests.conftest import ROOT, processes_mentioning, progress_rows, run_train, trial_dirs
+from tests.helpers import ROOT, processes_mentioning, progress_rows, run_train, trial_dirs
 
 
 def _checkpoint(stdout: str) -> Path:
@@ -109,6 +111,7 @@ def test_env_failing_mid_training_is_reported(train, tmp_path):
     assert 1 <= len(progress_rows(trial)) < 50
 
 
+@pytest.mark.slow
 def test_local_ray_started_by_train_py_is_gone_after_it(tmp_path):
     """Without --ray-address train.py starts its own Ray and ends all of it (monitor included) on exit."""
     temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit

@@ -15,7 +15,7 @@ import pytest
 
 from envsdk.default_models.spaces import sample_allowed
 from envsdk.errors import UserError
-from tests.conftest import ROOT, needs_xvfb, player_pids
+from tests.helpers import ROOT, needs_xvfb, player_pids
 from unity_bridge import observations, side_channels
 from unity_bridge.environment import Action, UnityEnvironment
 from unity_bridge.errors import LaunchError, PlayerError
@@ -166,8 +166,12 @@ def test_version_mismatch_names_both_versions_port_and_log(tmp_path):
 
 
 def test_missing_and_non_executable_players(tmp_path):
-    with pytest.raises(LaunchError, match="not found"):
+    with pytest.raises(LaunchError, match="not found") as err:
         UnityEnvironment(settings(file_name=str(tmp_path / "Nope")))
+    assert "file_name" in err.value.hint
+    with pytest.raises(LaunchError, match="not found") as err:  # a stand-in build not written yet
+        UnityEnvironment(settings(file_name=str(tmp_path / "builds" / "SeekWatch")))
+    assert f"python -m unity_bridge.standin build {tmp_path / 'builds'}" in err.value.hint
     plain = tmp_path / "Game.x86_64"
     plain.write_text("#!/bin/sh\n")
     with pytest.raises(LaunchError, match="not executable"):
@@ -412,6 +416,7 @@ def test_graphics_without_any_display_fails_clearly(monkeypatch, tmp_path):
 # ---- faults --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["--crash-after", "--hang-after"])
 def test_crashed_or_hung_player_is_replaced(fault):
     e = env(additional_args=[fault, "15"], timeout_wait=2, max_restarts=1)
@@ -437,6 +442,7 @@ def test_crashed_or_hung_player_is_replaced(fault):
         e.close()
 
 
+@pytest.mark.slow
 @needs_xvfb
 def test_player_and_xvfb_end_when_the_owner_is_killed(tmp_path):
     script = tmp_path / "owner.py"

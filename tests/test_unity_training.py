@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.conftest import ROOT, needs_xvfb, player_pids, progress_rows, trial_dirs
+from tests.helpers import ROOT, needs_xvfb, player_pids, progress_rows, trial_dirs
 
 
 def _no_players_left(before: set[int]) -> None:

@@ -21,7 +21,7 @@ import yaml
 from envsdk.cli.train import load, main, parser
 from envsdk.errors import run_cli
 from envsdk.experiment import load_experiments
-from tests.conftest import ROOT, player_pids, progress_rows, trial_dirs
+from tests.helpers import ROOT, player_pids, progress_rows, trial_dirs
 
 BASE = "x:\n  run: PPO\n  env: CartPole-v1\n"
 

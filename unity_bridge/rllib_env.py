@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-from envsdk.base import MASK_KEY, OBS_KEY, TaskSettable
+from envsdk.base import MASK_KEY, OBS_KEY, RLlibHooks, TaskSettable
 from envsdk.notices import notice
 from unity_bridge.environment import Action, AgentStep, BehaviorSpec, UnityEnvironment
 from unity_bridge.errors import PlayerError
@@ -94,7 +94,7 @@ def to_action(spec: BehaviorSpec, action: Any) -> Action:
     return Action(discrete=np.atleast_1d(action))
 
 
-class UnityEnv(TaskSettable, MultiAgentEnv):
+class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
     """A Unity player as an RLlib multi-agent env (``env: unity`` in a YAML file).
 
     The curriculum task is the dict of environment parameters sent to the game.
@@ -333,13 +333,11 @@ def _claim_slot(worker_index: int) -> int:
     return slot
 
 
-class UnityGymEnv(TaskSettable, gym.Env):
+class UnityGymEnv(RLlibHooks, TaskSettable, gym.Env):
     """A game with one behavior and one agent as a plain gymnasium env (``env: unity-single``)."""
 
-    metadata: ClassVar[dict[str, Any]] = {
-        "reseedable": False,
-        "reseed_note": "the player gets env_config seed once, at launch",
-    }
+    reseedable: ClassVar[bool] = False
+    reseed_note: ClassVar[str] = "the player gets env_config seed once, at launch"
 
     def __init__(self, env_config: dict[str, Any] | None = None):
         self.multi = UnityEnv(env_config)

@@ -21,10 +21,22 @@ from envsdk.yamlio import parse_scalar
 DEFAULT_OUT = "rollout.npz"
 
 
-def parser() -> argparse.ArgumentParser:
+EXAMPLES = """examples:
+  %(prog)s ~/ray_results/cartpole-ppo --episodes 3
+  %(prog)s CHECKPOINT --episodes 5 --video videos/ --seed 0
+  %(prog)s CHECKPOINT --steps 10000 --out experience.npz
+  %(prog)s CHECKPOINT --export-onnx policy.onnx
+  %(prog)s CHECKPOINT --num-workers 4 --episodes 100 --ray-address auto
+
+CHECKPOINT: a checkpoint, a trial folder (its best checkpoint) or an experiment folder (its best trial)."""
+
+
+def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="rollout.py",
+        prog=prog,
         description="Evaluate a checkpoint written by train.py: returns, experience file, videos, ONNX.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("checkpoint", help="checkpoint, trial or experiment folder")
     p.add_argument("--run", help="algorithm; optional, must match the checkpoint's")
@@ -41,11 +53,16 @@ def parser() -> argparse.ArgumentParser:
         help="sample actions as in training (default: deterministic, --no-explore)",
     )
     p.add_argument("--seed", type=int, help="seed the envs (and exploration)")
-    p.add_argument("--render", action="store_true", help="show the env's own window (render_mode human)")
+    p.add_argument(
+        "--render",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="show the env's own window (render_mode human); --no-render as rllib evaluate took it",
+    )
     p.add_argument("--out", help=f"experience file (.npz; default CHECKPOINT/{DEFAULT_OUT})")
     p.add_argument("--no-out", action="store_true", help="write no experience file")
     p.add_argument("--save-info", action="store_true", help="keep the env's info dicts in --out")
-    p.add_argument("--video", metavar="DIR", help="one MP4 per episode into DIR")
+    p.add_argument("--video", "--video-dir", metavar="DIR", help="one MP4 per episode into DIR")
     p.add_argument("--monitor", action="store_true", help="Ray 1.x name: --video CHECKPOINT/monitor")
     p.add_argument("--export-onnx", metavar="FILE", help="write the policy network as ONNX")
     p.add_argument("--ray-address", help="evaluate on this Ray cluster (with --num-workers)")
@@ -66,10 +83,14 @@ def _check_args(args: argparse.Namespace) -> None:
     if args.render and args.num_workers:
         raise UserError("--render shows a window from this process", "drop --num-workers")
     if args.out and not args.out.endswith(".npz"):
-        raise UserError(
-            f"--out {args.out}: the experience file is a NumPy .npz archive",
-            f"name it e.g. {Path(args.out).with_suffix('.npz').name}",
-        )
+        if Path(args.out).suffix not in ("", ".pkl"):
+            raise UserError(
+                f"--out {args.out}: the experience file is a NumPy .npz archive",
+                f"name it e.g. {Path(args.out).with_suffix('.npz').name}",
+            )
+        npz = str(Path(args.out).with_suffix(".npz"))
+        notice(f"--out {args.out}: writing {npz} (the experience file is a NumPy .npz archive)")
+        args.out = npz
 
 
 def _env_config(text: str | None) -> dict[str, Any] | None:
@@ -154,8 +175,8 @@ def _place_videos(records: list, folder: Path) -> None:
             record.video = record.video.replace(folder / f"episode_{i:04d}.mp4")
 
 
-def main(argv: list[str]) -> int:
-    args = parser().parse_args(argv)
+def main(argv: list[str], prog: str = "rollout.py") -> int:
+    args = parser(prog).parse_args(argv)
     _check_args(args)
     quiet_rllib()
     from envsdk.checkpoints import locate

@@ -27,12 +27,22 @@ STOP_FLAGS = {
 }
 
 
-def parser() -> argparse.ArgumentParser:
+EXAMPLES = """examples:
+  %(prog)s -f configs/cartpole-ppo.yaml
+  %(prog)s -f configs/custom-env.yaml --num-workers 4 --checkpoint-freq 10 --local-dir results
+  %(prog)s -f seed.yaml --config.lr=0.001 --config.model.fcnet_hiddens='[64, 64]'
+  %(prog)s --run PPO --env CartPole-v1 --stop-iters 10
+  %(prog)s -f old-a2c.yaml --translate-algo --dry-run
+
+Override any config key with --config.KEY=VALUE (VALUE is YAML, KEY may be dotted)."""
+
+
+def parser(prog: str = "train.py") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="train.py",
+        prog=prog,
         description="Train an RLlib agent from a YAML experiment file.",
-        epilog="Override any config key with --config.KEY=VALUE, e.g. --config.lr=0.001 "
-        "or --config.model.fcnet_hiddens='[64, 64]'.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "-f",
@@ -197,8 +207,8 @@ def dry_run(exp: Any, built: Any) -> None:
     print(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100).rstrip())
 
 
-def main(argv: list[str]) -> int:
-    args, extra = parser().parse_known_args(argv)
+def main(argv: list[str], prog: str = "train.py") -> int:
+    args, extra = parser(prog).parse_known_args(argv)
     overrides = parse_overrides(extra)
     if args.framework and args.framework != "torch":
         notice(f"--framework {args.framework} runs as torch: RLlib 2.60 has only torch")

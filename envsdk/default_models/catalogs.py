@@ -42,7 +42,7 @@ class AnySpaceMixin:
     """Put before an RLlib Catalog class: encoders for every observation space."""
 
     @classmethod
-    def _get_encoder_config(
+    def _get_encoder_config(  # a private RLlib hook: envsdk.internals.OVERRIDDEN
         cls, observation_space: gym.Space, model_config_dict: dict, action_space: gym.Space = None
     ) -> ModelConfig:
         if rllib_encodes(observation_space):

@@ -109,6 +109,7 @@ class MaskedAPPOTorchRLModule(_MaskedPolicyLogits, DefaultAPPOTorchRLModule):
 class MaskedDQNTorchRLModule(ActionMaskingMixin, DefaultDQNTorchRLModule):
     """RLlib's default DQN module with action masking (Discrete actions)."""
 
+    # a private RLlib hook: envsdk.internals.OVERRIDDEN
     def _qf_forward_helper(self, batch: dict[str, Any], encoder: Any, head: Any) -> dict[str, Any]:
         out = super()._qf_forward_helper(batch, encoder, head)
         out[QF_PREDS] = self.masked_inputs(out[QF_PREDS], batch, float("-inf"))

@@ -1,0 +1,79 @@
+"""The smaller ``envsdk`` commands: ``check``, ``new``, ``export`` and ``legacy-table``."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from envsdk.yamlio import parse_scalar
+
+
+def _parser(prog: str, description: str, examples: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=prog,
+        description=description,
+        epilog="examples:\n" + examples,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    return p
+
+
+def check(argv: list[str], prog: str = "envsdk check") -> int:
+    p = _parser(
+        prog,
+        "Check an env: spaces, seeded resets, gymnasium's and RLlib's checkers, step rate, default model.",
+        f"  {prog} CartPole-v1\n  {prog} custom_env.CustomEnv --env-config '{{length: 8}}' --steps 500",
+    )
+    p.add_argument("env", help="gymnasium id, registered id or module.Class")
+    p.add_argument("--env-config", default="{}", help="env_config as YAML/JSON, e.g. '{size: 2}'")
+    p.add_argument("--steps", type=int, default=2000, help="random steps to take")
+    args = p.parse_args(argv)
+    from envsdk.env_checker import check_env
+    from envsdk.registry import resolve_env
+
+    resolved = resolve_env(args.env, [Path.cwd()])
+    report = check_env(resolved, dict(parse_scalar(args.env_config) or {}), steps=args.steps)
+    print(report.render())
+    return 0 if report.ok else 1
+
+
+def new(argv: list[str], prog: str = "envsdk new") -> int:
+    p = _parser(
+        prog,
+        "Write a new env file, its experiment YAML and a passing test.",
+        f"  {prog} gridworld --dir myproject",
+    )
+    p.add_argument("name")
+    p.add_argument("--dir", default=".", help="folder to write into")
+    p.add_argument("--force", action="store_true", help="overwrite existing files")
+    args = p.parse_args(argv)
+    from envsdk.scaffold import scaffold
+
+    for path in scaffold(args.name, Path(args.dir), args.force):
+        print(f"wrote {path}")
+    return 0
+
+
+def export(argv: list[str], prog: str = "envsdk export") -> int:
+    p = _parser(
+        prog,
+        "Write a checkpoint's policy network as ONNX (one file per policy for multi-agent runs).",
+        f"  {prog} ~/ray_results/cartpole-ppo policy.onnx",
+    )
+    p.add_argument("checkpoint", help="checkpoint, trial or experiment folder")
+    p.add_argument("file", help="the .onnx file to write")
+    args = p.parse_args(argv)
+    from envsdk.cli import rollout
+
+    return rollout.main([args.checkpoint, "--export-onnx", args.file], prog=prog)
+
+
+def legacy_table(argv: list[str], prog: str = "envsdk legacy-table") -> int:
+    _parser(prog, "Print the README's table of Ray 1.x names and what they became.", f"  {prog}").parse_args(
+        argv
+    )
+    from envsdk.legacy import legacy_table_markdown
+
+    print(legacy_table_markdown())
+    return 0

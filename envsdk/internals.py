@@ -1,0 +1,104 @@
+"""Every use of a private Ray, RLlib, Tune or CPython API, in one place.
+
+Each entry says why it is needed.  ``tests/test_internals.py`` checks each
+assumption on the installed versions, so an upgrade that breaks one fails
+there by name, not somewhere inside a training run.  The versions these were
+checked against are pinned in ``pyproject.toml`` (``ray[rllib,tune]``,
+``torch``); to try a newer Ray, change the pin and run
+``pytest tests/test_internals.py`` first (README: "Trying a newer Ray").
+
+Private *methods* that our classes override live with those classes; their
+names are listed in :data:`OVERRIDDEN` so that the test checks them too.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+RAY_VERSION = "2.60.0"  # what the assumptions below were checked against
+
+# ---- CPython ------------------------------------------------------------------------------------
+
+
+def run_exit_hooks() -> None:
+    """Run the ``atexit`` hooks now: :func:`envsdk.errors.exit_now` then skips the interpreter's
+    teardown (a second, after RLlib and torch are loaded) with ``os._exit``."""
+    atexit._run_exitfuncs()
+
+
+# ---- Ray core -----------------------------------------------------------------------------------
+
+# A local Ray that runs no remote task does not need the workers Ray starts ahead of time (two
+# Python processes importing Ray on a 2-core laptop); only ray.init's private _system_config says so.
+NO_WORKER_PRESTART = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
+
+
+def init_without_prestart(kwargs: dict[str, Any]) -> None:
+    """Add to ``ray.init`` keyword arguments: start no Python workers ahead of time."""
+    kwargs["_system_config"] = NO_WORKER_PRESTART
+
+
+# Loggers whose warnings are about RLlib's own API (stack banners, deprecations), not the user's run.
+RLLIB_API_LOGGERS = ("ray.rllib", "ray._common.deprecation")
+
+# ---- RLlib --------------------------------------------------------------------------------------
+
+
+def is_deprecated_default(value: Any) -> bool:
+    """Whether a config default is RLlib's marker for a setting it no longer reads."""
+    from ray._common.deprecation import DEPRECATED_VALUE
+
+    return bool(value == DEPRECATED_VALUE)
+
+
+def env_to_module_connector(config: Any) -> Any:
+    """The ``env_to_module_connector`` a config was given (AlgorithmConfig keeps it privately).
+
+    rollout.py swaps the observation filter's for its frozen, raw-keeping form.
+    """
+    return config._env_to_module_connector
+
+
+# Where an RLlib checkpoint keeps its env runner's env-to-module connector pieces, each in a
+# folder with class_and_ctor_args.pkl ({"class": ..., ...}) and state.pkl (the piece's get_state()).
+ENV_TO_MODULE_PIECES = ("env_runner", "env_to_module_connector")
+PIECE_CLASS_FILE = "class_and_ctor_args.pkl"
+PIECE_STATE_FILE = "state.pkl"
+
+
+def connector_pieces(checkpoint: Path) -> list[Path]:
+    """The folders of a checkpoint's env-to-module connector pieces, in pipeline order."""
+    return sorted(p.parent for p in checkpoint.joinpath(*ENV_TO_MODULE_PIECES).glob(f"*/{PIECE_CLASS_FILE}"))
+
+
+# Private RLlib methods our classes override, and why.
+OVERRIDDEN = {
+    "ray.rllib.core.models.catalog:Catalog._get_encoder_config": (
+        "default_models/catalogs.py: the one hook of RLlib's Catalogs that chooses the encoder "
+        "(observation_space, model_config_dict, action_space)"
+    ),
+    "ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module:DefaultDQNTorchRLModule._qf_forward_helper": (
+        "default_models/masking.py: Q-values of masked actions set to -inf (batch, encoder, head)"
+    ),
+}
+
+# ---- Tune ---------------------------------------------------------------------------------------
+
+
+def trial_experiment_dir(algorithm: Any) -> Path | None:
+    """The experiment folder of the Tune trial an Algorithm runs in (None outside Tune).
+
+    Tune gives a trainable its storage privately; the SIGTERM checkpoint request is a file there.
+    """
+    storage = getattr(algorithm, "_storage", None)
+    return Path(storage.experiment_fs_path) if storage is not None else None
+
+
+def stop_tune_gracefully() -> None:
+    """Tune's own graceful stop: ``tune.run``/``Tuner.fit`` treat SIGUSR1 like Ctrl-C, ending the
+    trials as unfinished so that ``Tuner.restore`` resumes them."""
+    os.kill(os.getpid(), signal.SIGUSR1)

@@ -1,0 +1,108 @@
+"""Each private Ray/RLlib/Tune/CPython API that envsdk.internals relies on, checked on the installed versions.
+
+A failure here names the assumption an upgrade broke; fix it in envsdk/internals.py (one place).
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import importlib
+import inspect
+import pickle
+
+import pytest
+import ray
+
+from envsdk import internals
+
+
+def test_the_pinned_ray_is_the_one_checked():
+    assert ray.__version__ == internals.RAY_VERSION, "re-check every assumption below, then bump RAY_VERSION"
+
+
+def test_atexit_runs_its_hooks_on_request():
+    assert callable(atexit._run_exitfuncs)
+    ran = []
+    atexit.register(ran.append, 1)
+    internals.run_exit_hooks()
+    assert ran == [1]
+
+
+def test_ray_init_takes_a_private_system_config():
+    assert '_system_config: Optional[Dict[str, str]] = kwargs.pop("_system_config"' in inspect.getsource(
+        ray.init
+    )
+    kwargs: dict = {}
+    internals.init_without_prestart(kwargs)
+    assert set(kwargs["_system_config"]) == {"enable_worker_prestart", "prestart_worker_first_driver"}
+
+
+def test_rllib_api_loggers_exist():
+    for name in internals.RLLIB_API_LOGGERS:
+        importlib.import_module(name)
+
+
+def test_deprecated_defaults_are_recognised():
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    defaults = PPOConfig().to_dict()
+    assert internals.is_deprecated_default(defaults["sgd_minibatch_size"])  # a Ray 1.x name RLlib keeps
+    assert not internals.is_deprecated_default(defaults["lr"])
+
+
+def test_a_config_keeps_its_env_to_module_connector():
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    made = functools.partial(print)
+    config = PPOConfig().env_runners(env_to_module_connector=made)
+    assert internals.env_to_module_connector(config) is made
+
+
+@pytest.mark.parametrize("name", sorted(internals.OVERRIDDEN))
+def test_overridden_private_methods_exist_with_their_arguments(name):
+    module, qualname = name.split(":")
+    owner, method = qualname.split(".")
+    function = getattr(getattr(importlib.import_module(module), owner), method)
+    expected = internals.OVERRIDDEN[name].split("(")[-1].rstrip(")").split(", ")
+    params = [p for p in inspect.signature(function).parameters if p not in ("self", "cls")]
+    assert params == expected, (name, params)
+
+
+def test_tune_gives_a_trainable_its_storage():
+    from ray.tune.trainable import Trainable
+
+    assert "self._storage = storage" in inspect.getsource(Trainable.__init__)
+
+    class Storage:
+        experiment_fs_path = "/tmp/exp"
+
+    class Algo:
+        _storage = Storage()
+
+    assert str(internals.trial_experiment_dir(Algo())) == "/tmp/exp"
+    assert internals.trial_experiment_dir(object()) is None
+
+
+def test_tune_stops_gracefully_on_sigusr1():
+    import ray.tune.tune as tune_module
+
+    assert "signal.SIGUSR1, signal_interrupt_tune_run" in inspect.getsource(tune_module)
+
+
+def test_checkpoint_layout_of_connector_pieces(train):
+    """A real checkpoint: its env-to-module pieces are where connector_pieces() looks."""
+    from envsdk.checkpoints import locate
+    from envsdk.observation_filter import ObservationMeanStdFilter
+
+    out = train("--run", "PPO", "--env", "CartPole-v1", "--stop-iters", "1", "--checkpoint-at-end",
+                "--config.observation_filter=MeanStdFilter", "--config.train_batch_size=200",
+                "--config.minibatch_size=100")  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    checkpoint = locate(next(train.results.iterdir())).checkpoint
+    pieces = internals.connector_pieces(checkpoint)
+    classes = [pickle.loads((p / internals.PIECE_CLASS_FILE).read_bytes())["class"] for p in pieces]
+    assert ObservationMeanStdFilter in classes
+    ours = pieces[classes.index(ObservationMeanStdFilter)]
+    state = pickle.loads((ours / internals.PIECE_STATE_FILE).read_bytes())
+    assert state["agents"][None]["seen"][()].count > 0
