@@ -8,11 +8,13 @@ and the cluster-join path is exercised on every run).
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,10 +23,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # The test cluster lives on loopback only; token auth would need a shared token
 # file between the head and every train.py subprocess, which tests do not test.
 os.environ["RAY_AUTH_MODE"] = "disabled"
+# torch's lazy import of torch._dynamo (from an optimizer, in tests that build a policy in this
+# process) can find torch.ops.prims half-registered once other torch modules are in; import it first.
+import torch._dynamo  # noqa: F401
 
-from tests.helpers import ROOT, end_processes_mentioning, free_port, run_train
+from tests.helpers import PLAYERS, ROOT, end_processes_mentioning, free_port, run_train
 
+CHECKOUT = pytest.StashKey[set[str]]()
 SLOW_FIXTURES = {"ray_address"}  # a test that needs the session's Ray trains or evaluates for real
+
+
+def _checkout_changes() -> set[str]:
+    """Untracked and ignored entries of the checkout (git collapses ignored folders), caches aside."""
+    out = subprocess.run(
+        ["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True
+    ).stdout
+    return {line[3:] for line in out.splitlines() if line[:2] in ("??", "!!") and "__pycache__" not in line}
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[CHECKOUT] = _checkout_changes()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """No test writes into the checkout: a file or folder that appeared during the session fails it."""
+    appeared = _checkout_changes() - session.config.stash.get(CHECKOUT, set())
+    if appeared:
+        print(f"\nthe tests wrote into the checkout: {', '.join(sorted(appeared))}", file=sys.stderr)
+        session.exitstatus = 1
 
 
 @pytest.fixture(autouse=True)
@@ -105,10 +131,11 @@ def train(ray_address, tmp_path):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def standin_builds() -> Path:
-    """The stand-in Unity players under builds/, where configs/unity-*.yaml expect them."""
+def standin_builds() -> Iterator[Path]:
+    """The stand-in Unity players in PLAYERS/builds, where configs/unity-*.yaml's builds/NAME finds them."""
     from unity_bridge.standin.build import BUILDS, write_build
 
     for name, args in BUILDS.items():
-        write_build(ROOT / "builds", name, args)
-    return ROOT / "builds"
+        write_build(PLAYERS / "builds", name, args)
+    yield PLAYERS / "builds"
+    shutil.rmtree(PLAYERS, ignore_errors=True)

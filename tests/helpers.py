@@ -9,11 +9,15 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# The stand-in players of this test session: outside the checkout, found through the bridge's
+# player path (subprocesses inherit it); conftest's standin_builds writes them.
+PLAYERS = Path(os.environ.setdefault("ENVSDK_PLAYER_PATH", tempfile.mkdtemp(prefix="envsdk-players-")))
 
 
 needs_xvfb = pytest.mark.skipif(

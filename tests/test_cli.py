@@ -113,3 +113,18 @@ def test_a_broken_plugin_is_an_error_only_when_named(broken_plugin):
     assert out.returncode == 2
     assert "env 'broken-env': its plugin broken_plugin:Env failed to import" in out.stderr
     assert "libfoo.so" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_bash_completion_knows_commands_and_flags(tmp_path):
+    script = tmp_path / "envsdk.bash"
+    out = envsdk("completion")
+    assert out.returncode == 0, out.stderr
+    script.write_text(out.stdout)
+    probe = (
+        f"source {script}\n"
+        "COMP_WORDS=(envsdk ev); COMP_CWORD=1; _envsdk; echo ${COMPREPLY[@]}\n"
+        "COMP_WORDS=(envsdk train --stop-i); COMP_CWORD=2; _envsdk; echo ${COMPREPLY[@]}\n"
+        "COMP_WORDS=(envsdk rollout --export); COMP_CWORD=2; _envsdk; echo ${COMPREPLY[@]}\n"
+    )
+    lines = subprocess.run(["bash", "-c", probe], capture_output=True, text=True).stdout.splitlines()
+    assert lines == ["evaluate", "--stop-iters", "--export-onnx"]

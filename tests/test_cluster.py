@@ -82,7 +82,7 @@ def two_nodes():
             os.killpg(proc.pid, signal.SIGTERM)
         for proc in procs:
             try:
-                proc.wait(timeout=30)
+                proc.wait(timeout=5)  # `ray start --block` takes 30 s on a signal
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
         end_processes_mentioning(temp)

@@ -15,7 +15,7 @@ import pytest
 
 from envsdk.default_models.spaces import sample_allowed
 from envsdk.errors import UserError
-from tests.helpers import ROOT, needs_xvfb, player_pids
+from tests.helpers import PLAYERS, ROOT, needs_xvfb, player_pids
 from unity_bridge import observations, side_channels
 from unity_bridge.environment import Action, UnityEnvironment
 from unity_bridge.errors import LaunchError, PlayerError
@@ -24,8 +24,8 @@ from unity_bridge.rllib_env import ALL, UnityEnv, UnityGymEnv
 from unity_bridge.settings import LaunchSettings
 from unity_bridge.standin.build import write_build
 
-CHASE = str(ROOT / "builds" / "Chase")
-DODGEBALL = str(ROOT / "builds" / "Dodgeball")
+CHASE = str(PLAYERS / "builds" / "Chase")
+DODGEBALL = str(PLAYERS / "builds" / "Dodgeball")
 
 
 @pytest.fixture(autouse=True)

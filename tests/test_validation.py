@@ -21,7 +21,7 @@ import yaml
 from envsdk.cli.train import load, main, parser
 from envsdk.errors import run_cli
 from envsdk.experiment import load_experiments
-from tests.helpers import ROOT, player_pids, progress_rows, trial_dirs
+from tests.helpers import PLAYERS, ROOT, player_pids, progress_rows, trial_dirs
 
 BASE = "x:\n  run: PPO\n  env: CartPole-v1\n"
 
@@ -205,7 +205,7 @@ def test_e_check_env_closes_a_game_that_fails(tmp_path):
     from envsdk.registry import resolve_env
 
     before = player_pids()
-    config = {"file_name": str(ROOT / "builds" / "Chase"), "no_graphics": True, "max_restarts": 0,
+    config = {"file_name": str(PLAYERS / "builds" / "Chase"), "no_graphics": True, "max_restarts": 0,
               "additional_args": ["--crash-after", "5"], "log_folder": str(tmp_path)}  # fmt: skip
     report = check_env(resolve_env("unity-single"), config, steps=200)
     assert not report.ok and any("PlayerError" in p or "exited" in p for p in report.problems), (

@@ -10,6 +10,8 @@ from typing import Any
 from envsdk.errors import UserError, did_you_mean
 from unity_bridge.player import find_executable
 
+PLAYER_PATH_ENV = "ENVSDK_PLAYER_PATH"  # more folders to look for players in
+
 # Env runners x their games get distinct port offsets: worker_id = worker_index * stride + slot.
 PORT_STRIDE = 32
 
@@ -110,13 +112,16 @@ class LaunchSettings:
         return self, worker_id
 
     def resolved_paths(self, base: Path) -> dict[str, Any]:
-        """file_name (YAML folder, then cwd) and log_folder (cwd) made absolute for the env runners.
+        """file_name and log_folder (cwd) made absolute for the env runners.
 
-        A player that cannot be found (or run) is a LaunchError here, before anything starts.
+        file_name is looked up next to the YAML, in the working directory, then in the folders of
+        ``$ENVSDK_PLAYER_PATH`` (``:``-separated; where a team keeps its builds).  A player that
+        cannot be found (or run) is a LaunchError here, before anything starts.
         """
         out: dict[str, Any] = {}
         if self.file_name is not None:
-            out["file_name"] = str(find_executable(self.file_name, [base, Path.cwd()]))
+            extra = [Path(p) for p in os.environ.get(PLAYER_PATH_ENV, "").split(os.pathsep) if p]
+            out["file_name"] = str(find_executable(self.file_name, [base, Path.cwd(), *extra]))
         if self.log_folder is not None and not Path(self.log_folder).expanduser().is_absolute():
             out["log_folder"] = str(Path(self.log_folder).expanduser().resolve())  # relative to the cwd
         return out

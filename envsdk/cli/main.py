@@ -37,6 +37,8 @@ COMMANDS = {
                    "envsdk new gridworld --dir myproject"),
     "slurm": Command("envsdk.slurm:main", "write an sbatch script that trains on SLURM",
                      "envsdk slurm --nodes 2 --time 04:00:00 -- -f my.yaml --num-workers auto"),
+    "completion": Command("envsdk.cli.tools:completion", "print a bash completion script",
+                          "source <(envsdk completion)"),
     "legacy-table": Command("envsdk.cli.tools:legacy_table", "print the Ray 1.x names and what they became",
                             "envsdk legacy-table"),
 }  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from envsdk.yamlio import parse_scalar
@@ -67,6 +68,41 @@ def export(argv: list[str], prog: str = "envsdk export") -> int:
     from envsdk.cli import rollout
 
     return rollout.main([args.checkpoint, "--export-onnx", args.file], prog=prog)
+
+
+def completion(argv: list[str], prog: str = "envsdk completion") -> int:
+    p = _parser(
+        prog,
+        "Print a bash completion script for envsdk: its commands, then each command's flags and file names.",
+        f"  source <({prog})            # this shell\n  {prog} >> ~/.bashrc",
+    )
+    p.parse_args(argv)
+    import contextlib
+    import io
+
+    from envsdk.cli.main import COMMANDS, main
+
+    cases = []
+    for name in COMMANDS:  # each command's flags, read from its own --help
+        help_text = io.StringIO()
+        with contextlib.redirect_stdout(help_text), contextlib.suppress(SystemExit):
+            main([name, "--help"])
+        words = {w.strip(",[]") for w in help_text.getvalue().split()}
+        flags = sorted(w for w in words if re.fullmatch(r"--[a-z][a-z0-9-]*", w))
+        cases.append(f'    {name}) words="{" ".join(flags)}" ;;')
+    print(
+        "_envsdk() {\n"
+        '  local cur="${COMP_WORDS[COMP_CWORD]}" words\n'
+        '  if [ "$COMP_CWORD" -eq 1 ]; then\n'
+        f'    COMPREPLY=($(compgen -W "{" ".join(COMMANDS)}" -- "$cur")); return\n'
+        "  fi\n"
+        '  case "${COMP_WORDS[1]}" in\n' + "\n".join(cases) + "\n  esac\n"
+        '  if [[ "$cur" == -* ]]; then COMPREPLY=($(compgen -W "$words" -- "$cur"));\n'
+        '  else COMPREPLY=($(compgen -f -- "$cur")); fi\n'
+        "}\n"
+        "complete -o filenames -F _envsdk envsdk"
+    )
+    return 0
 
 
 def legacy_table(argv: list[str], prog: str = "envsdk legacy-table") -> int:

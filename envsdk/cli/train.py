@@ -208,8 +208,10 @@ def dry_run(exp: Any, built: Any) -> None:
 
 
 def main(argv: list[str], prog: str = "train.py") -> int:
-    args, extra = parser(prog).parse_known_args(argv)
-    overrides = parse_overrides(extra)
+    # --config.KEY=VALUE apart first: argparse would hand one whose VALUE has a space ('[a, b]') to -f
+    own = [a for a in argv if not a.startswith("--config.")]
+    args, extra = parser(prog).parse_known_args(own)
+    overrides = parse_overrides(extra + [a for a in argv if a.startswith("--config.")])
     if args.framework and args.framework != "torch":
         notice(f"--framework {args.framework} runs as torch: RLlib 2.60 has only torch")
     if args.redis_password:
