@@ -38,7 +38,9 @@ def _checkout_changes() -> set[str]:
     out = subprocess.run(
         ["git", "status", "--porcelain", "--ignored"], cwd=ROOT, capture_output=True, text=True
     ).stdout
-    return {line[3:] for line in out.splitlines() if line[:2] in ("??", "!!") and "__pycache__" not in line}
+    caches = ("__pycache__", ".pytest_cache", ".ruff_cache", ".mypy_cache")
+    entries = [line for line in out.splitlines() if line[:2] in ("??", "!!")]
+    return {line[3:] for line in entries if not any(cache in line for cache in caches)}
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
