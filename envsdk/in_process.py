@@ -44,6 +44,7 @@ from envsdk.interrupt import SignalCatcher
 from envsdk.outcome import Outcome
 from envsdk.plots import plot_reward_curve
 from envsdk.progress import ProgressLine, format_line
+from envsdk.ray_session import wanted_gpus
 from envsdk.stopping import StopCriteria
 
 
@@ -55,9 +56,8 @@ def runs_in_process(exp: Experiment, built: BuiltConfig) -> bool:
     GPU node of a heterogeneous SLURM job), which the driver may not be.
     """
     c = built.config
-    # num_gpus is the old stack's (IMPALA's default of 1 there is no request on the new stack)
-    old_stack_gpus = 0.0 if c.enable_rl_module_and_learner else float(c.num_gpus or 0)
-    local_gpus = old_stack_gpus + (0.0 if c.num_learners else float(c.num_gpus_per_learner or 0))
+    # The learner computes in the algorithm's process on the old stack, or with no remote learners.
+    local_gpus = wanted_gpus(c) if not c.enable_rl_module_and_learner or not c.num_learners else 0.0
     return (
         exp.num_samples == 1
         and not built.search_space
