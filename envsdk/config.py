@@ -251,13 +251,7 @@ def translate(
                 else "see the README's config section for valid keys",
             )
         put(new, value, key)
-    if "lr" in out and "lr" in valid and "actor_lr" in valid and "critic_lr" in valid:
-        # SAC (and a DDPG/TD3 file run as SAC): 2.60 takes a learning rate per network, and no `lr`
-        for key in ("actor_lr", "critic_lr"):
-            out.setdefault(key, out["lr"])
-            out.lines.setdefault(key, out.lines.get("lr", 0))
-        notice(f"config key 'lr' is actor_lr and critic_lr: {algorithm} in RLlib 2.60 has no single lr")
-        del out["lr"]
+    legacy.split_learning_rate(out, valid, algorithm)
     if out.pop("_fake_gpus", False):
         out.pop("num_gpus", None)
         out.pop("num_gpus_per_learner", None)

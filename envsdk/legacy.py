@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from envsdk.errors import UserError
+from envsdk.notices import notice
+from envsdk.yamlio import LineDict
 
 # ---- config keys: renamed ------------------------------------------------------------------
 
@@ -338,6 +340,18 @@ def removed_algorithm(name: str) -> Replacement | None:
     return REMOVED_ALGORITHMS.get(name.upper().replace("-", "_"))
 
 
+def split_learning_rate(values: LineDict, valid: set[str], algorithm: str) -> None:
+    """A single ``lr`` -> ``actor_lr`` and ``critic_lr`` (the ones not set) for an algorithm that takes
+    a learning rate per network and rejects ``lr`` (SAC, CQL; a DDPG/TD3 file run as SAC)."""
+    if "lr" not in values or not {"lr", "actor_lr", "critic_lr"} <= valid:
+        return
+    for key in ("actor_lr", "critic_lr"):
+        values.setdefault(key, values["lr"])
+        values.lines.setdefault(key, values.lines.get("lr", 0))
+    notice(f"config key 'lr' is actor_lr and critic_lr: {algorithm} in RLlib 2.60 has no single lr")
+    del values["lr"]
+
+
 def translate_metric(name: str) -> str:
     """An old metric name -> its 2.60 name (others unchanged); a ``min-``/``max-`` prefix is
     parsed by :func:`envsdk.validation.parse_score_attr`."""
@@ -353,6 +367,7 @@ def legacy_table_markdown() -> str:
     rows += ["| `horizon: N` | the env gets a time limit of N steps (gymnasium TimeLimit) | config |"]
     rows += ["| `num_gpus: N` | `num_gpus_per_learner: N` on the new API stack (kept on the old) | config |"]
     rows += ["| `rollout_fragment_length` < `n_step` | raised to `n_step` (new stack) | config |"]
+    rows += ["| `lr` (SAC, CQL) | `actor_lr` and `critic_lr` (2.60 rejects a single `lr` there) | config |"]
     rows += ["| `observation_filter: MeanStdFilter` | an env-to-module connector normalising each float "
              "`Box` part (not masks, not integer images); saved in checkpoints, used by rollout.py, "
              "baked into ONNX | config |"]  # fmt: skip

@@ -1,4 +1,4 @@
-"""The smaller ``envsdk`` commands: ``check``, ``new``, ``export`` and ``legacy-table``."""
+"""The smaller ``envsdk`` commands: ``check``, ``new``, ``export``, ``completion`` and ``legacy-table``."""
 
 from __future__ import annotations
 
