@@ -32,7 +32,9 @@ def test_config_trains(train, name):
     if name == "unity-dodgeball.yaml" and shutil.which("Xvfb") is None:
         pytest.skip("its camera needs Xvfb, which is not installed")
     iters = "4" if name == "tune-search.yaml" else "2"
-    out = train("-f", f"configs/{name}", "--stop-iters", iters, "--checkpoint-at-end")
+    logs = train.results.parent / "logs"  # the dodgeball config keeps player logs under its cwd
+    extra = [f"--config.env_config.log_folder={logs}"] if name.startswith("unity-") else []
+    out = train("-f", f"configs/{name}", "--stop-iters", iters, "--checkpoint-at-end", *extra)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "done:" in out.stdout
     trials = trial_dirs(train.results)
@@ -45,6 +47,8 @@ def test_config_trains(train, name):
         result_lines = (trial / "result.json").read_text().splitlines()
         assert json.loads(result_lines[-1])["training_iteration"] == len(rows)
         assert list(trial.glob("events.out.tfevents*")), "no TensorBoard events"
+    if extra:
+        assert list(logs.glob("Player-*.log")), "no player log in the log_folder given on the command line"
     if name == "multi-agent.yaml":  # one policy per runner, each with its own returns
         columns = progress_rows(trials[0])[-1].keys()
         for policy in ("policy_0", "policy_1"):

@@ -166,14 +166,19 @@ def test_one_node_job_checkpoints_requeues_and_resumes(slurm, tmp_path):
         assert time.time() < deadline, "the job did not start training"
         time.sleep(0.5)
     _slurm("scancel", "--signal=TERM", "--batch", job, conf=slurm)  # what --signal=B:TERM@N sends
-    while "Restarts=1" not in _slurm("scontrol", "show", "job", job, conf=slurm).stdout:
-        assert time.time() < deadline, "the job was not requeued"
+    job_log = Path(str(log).replace("%j", job))
+    # Only once the first run has fully ended (PENDING, not REQUEUED or COMPLETING) may the next start:
+    # started earlier, the old run's end can be booked against the new one on a slow machine.
+    while not {"Restarts=1", "JobState=PENDING"} <= set(
+        _slurm("scontrol", "show", "job", job, conf=slurm).stdout.split()
+    ):
+        assert time.time() < deadline, f"the job was not requeued:\n{job_log.read_text()[-3000:]}"
         time.sleep(1)
     _slurm("scontrol", "update", f"JobId={job}", "StartTime=now", conf=slurm)  # skip Slurm's requeue delay
     while "JobState=COMPLETED" not in (state := _slurm("scontrol", "show", "job", job, conf=slurm).stdout):
-        assert "FAILED" not in state and time.time() < deadline + 240, state
+        assert "FAILED" not in state and time.time() < deadline + 240, state + job_log.read_text()[-3000:]
         time.sleep(1)
-    text = Path(str(log).replace("%j", job)).read_text()
+    text = job_log.read_text()
     assert "stopped by SIGTERM" in text and "requeueing job" in text and "done: cartpole-ppo" in text
     (trial,) = trial_dirs(results)  # the requeued run went on in the same trial
     assert [int(r["training_iteration"]) for r in progress_rows(trial)] == list(range(1, 11))
