@@ -69,7 +69,7 @@ def main() -> None:
     logging.getLogger("ray").setLevel(logging.ERROR)
     from ray.tune.registry import register_env
 
-    from envsdk.registry import EnvFactory
+    from envsdk.envs.registry import EnvFactory
 
     register_env("envsdk-cartpole", EnvFactory(ours_factory, "envsdk-cartpole"))
     rates: dict[str, list[float]] = {"bare": [], "ours": [], "direct": []}

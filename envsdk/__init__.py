@@ -1,6 +1,7 @@
 """envsdk: write an environment, train it with RLlib 2.60 from a YAML file."""
 
-from envsdk.base import (
+from envsdk import moved
+from envsdk.envs.base import (
     MASK_KEY,
     OBS_KEY,
     ActionMaskEnv,
@@ -9,7 +10,9 @@ from envsdk.base import (
     MultiAgentEnv,
     TaskSettable,
 )
-from envsdk.registry import register
+from envsdk.envs.registry import register
+
+moved.install()  # checkpoints from before the sub-packages name our classes by their old paths
 
 __all__ = [
     "MASK_KEY",

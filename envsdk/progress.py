@@ -17,7 +17,7 @@ from ray import tune
 RETURN = "env_runners/episode_return_mean"
 EVAL_RETURN = "evaluation/env_runners/episode_return_mean"  # offline algorithms' only return
 STEPS = "num_env_steps_sampled_lifetime"
-HEALTH = "env_runner_health"  # added by envsdk.failures when remote env runners fail
+HEALTH = "env_runner_health"  # added by envsdk.training.failures when remote env runners fail
 
 
 def lookup(result: dict[str, Any], path: str) -> Any:

@@ -21,7 +21,7 @@ from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from ray.rllib.models.torch.torch_distributions import TorchDiagGaussian, TorchMultiCategorical
 from torch import nn
 
-from envsdk.base import MASK_KEY, OBS_KEY
+from envsdk.envs.base import MASK_KEY, OBS_KEY
 
 
 def _parts(space: gym.Space) -> dict[str, gym.spaces.Box]:

@@ -102,7 +102,7 @@ def test_a_cartpole_run_imports_no_plugin(broken_plugin):
 
 
 def test_a_broken_plugin_is_an_error_only_when_named(broken_plugin):
-    from envsdk.registry import registered_ids
+    from envsdk.envs.registry import registered_ids
 
     assert {"unity", "unity-single"} <= set(registered_ids())
     out = subprocess.run(

@@ -8,10 +8,10 @@ import gymnasium as gym
 import numpy as np
 
 from envsdk.cli.train import main, parse_overrides
-from envsdk.config import build_config
+from envsdk.config.experiment import load_experiments
+from envsdk.envs.registry import resolve_env
 from envsdk.errors import run_cli
-from envsdk.experiment import load_experiments
-from envsdk.registry import resolve_env
+from envsdk.training.algorithm_config import build_config
 
 SEED_STYLE = """
 cartpole-seed:
@@ -143,7 +143,7 @@ def test_entry_point_group_registers_envs(tmp_path, monkeypatch):
 
 
 def test_old_gym_api_adapter(capsys):
-    from envsdk.compat import LegacyGymAdapter, needs_adapter
+    from envsdk.envs.compat import LegacyGymAdapter, needs_adapter
 
     class Old:
         class Box:  # a gym.spaces look-alike, converted by its class name

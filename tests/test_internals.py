@@ -92,8 +92,8 @@ def test_tune_stops_gracefully_on_sigusr1():
 
 def test_checkpoint_layout_of_connector_pieces(train):
     """A real checkpoint: its env-to-module pieces are where connector_pieces() looks."""
-    from envsdk.checkpoints import locate
-    from envsdk.observation_filter import ObservationMeanStdFilter
+    from envsdk.training.checkpoints import locate
+    from envsdk.training.observation_filter import ObservationMeanStdFilter
 
     out = train("--run", "PPO", "--env", "CartPole-v1", "--stop-iters", "1", "--checkpoint-at-end",
                 "--config.observation_filter=MeanStdFilter", "--config.train_batch_size=200",

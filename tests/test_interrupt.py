@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from envsdk.checkpoints import verify
+from envsdk.training.checkpoints import verify
 from tests.helpers import ROOT, progress_rows, run_train, trial_dirs
 
 

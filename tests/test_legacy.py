@@ -7,12 +7,12 @@ import re
 import gymnasium as gym
 import pytest
 
-from envsdk import legacy
 from envsdk.cli.train import main
-from envsdk.config import build_config, valid_keys
+from envsdk.config import legacy
+from envsdk.config.experiment import load_experiments
+from envsdk.envs.registry import current_version
 from envsdk.errors import run_cli
-from envsdk.experiment import load_experiments
-from envsdk.registry import current_version
+from envsdk.training.algorithm_config import build_config, valid_keys
 
 
 def build(tmp_path, text: str, capsys=None):
@@ -149,7 +149,7 @@ def test_exploration_config_becomes_the_closest_setting(tmp_path):
 def test_mean_std_filter_is_a_connector(tmp_path, capsys):
     import functools
 
-    from envsdk.observation_filter import mean_std_filter
+    from envsdk.training.observation_filter import mean_std_filter
 
     _, cfg, notices = build(
         tmp_path, experiment("PPO", "CartPole-v1", "observation_filter: MeanStdFilter"), capsys

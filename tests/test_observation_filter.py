@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-from envsdk.observation_filter import ObservationMeanStdFilter, RunningMeanStd
+from envsdk.training.observation_filter import ObservationMeanStdFilter, RunningMeanStd
 
 SPACE = gym.spaces.Dict(
     {

@@ -35,7 +35,7 @@ def expert(ray_address, tmp_path_factory) -> Path:
 
 
 def test_experience_file_becomes_transitions(expert):
-    from envsdk.offline import transitions
+    from envsdk.config.offline import transitions
 
     data = np.load(expert)
     rows = transitions(expert)
@@ -75,7 +75,7 @@ def test_offline_trials_side_by_side_do_not_wait_forever(train, expert, tmp_path
 
 def test_ray1_json_output_is_read(train, expert, tmp_path):
     """Ray 1.x ``output: /tmp/out`` files: SampleBatch columns, one JSON object per line."""
-    from envsdk.offline import transitions
+    from envsdk.config.offline import transitions
 
     rows = transitions(expert)
     folder = tmp_path / "out"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envsdk.errors import UserError
-from envsdk.resources import fit, trial_count, trial_need
+from envsdk.training.resources import fit, trial_count, trial_need
 
 
 def config(algo: str, **settings):

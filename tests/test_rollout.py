@@ -188,9 +188,9 @@ def test_onnx_matches_torch_on_env_observations(trained, tmp_path, name):
     import onnxruntime
     import torch
 
-    from envsdk.checkpoints import locate
-    from envsdk.onnx_export import _policies, greedy
-    from envsdk.restore import load
+    from envsdk.evaluation.onnx_export import _policies, greedy
+    from envsdk.evaluation.restore import load
+    from envsdk.training.checkpoints import locate
 
     target = tmp_path / "policy.onnx"
     out = rollout(trained[name], "--export-onnx", target, "--episodes", "2", "--out", tmp_path / "e.npz")
@@ -227,7 +227,7 @@ def test_onnx_matches_torch_on_env_observations(trained, tmp_path, name):
 
 
 def copy_checkpoint(src_experiment: Path, dst: Path) -> Path:
-    from envsdk.checkpoints import locate
+    from envsdk.training.checkpoints import locate
 
     ckpt = locate(src_experiment).checkpoint
     return Path(shutil.copytree(ckpt, dst / ckpt.name))
@@ -264,7 +264,7 @@ def test_interrupted_checkpoint_is_skipped_in_a_trial(trained, tmp_path):
     ],
 )
 def test_bad_input_exits_2(trained, tmp_path, case, message):
-    from envsdk.checkpoints import read_manifest, write_manifest
+    from envsdk.training.checkpoints import read_manifest, write_manifest
 
     path, extra = trained["cartpole"], []
     if case == "not-a-checkpoint":

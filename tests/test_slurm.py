@@ -124,7 +124,7 @@ PartitionName=cluster Nodes=ALL MaxTime=INFINITE State=UP
 def _script(tmp_path: Path, *args: str) -> Path:
     out = tmp_path / "job.sbatch"
     gen = subprocess.run(
-        [sys.executable, "-m", "envsdk.slurm", "-o", str(out), *args], capture_output=True, text=True
+        [sys.executable, "-m", "envsdk", "slurm", "-o", str(out), *args], capture_output=True, text=True
     )
     assert gen.returncode == 0, gen.stderr
     return out
@@ -192,5 +192,5 @@ def test_launcher_mistakes_exit_2(tmp_path):
             "needs --rollout-nodes, --gpu-nodes and --gpus-per-node",
         ),
     ):
-        out = subprocess.run([sys.executable, "-m", "envsdk.slurm", *args], capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-m", "envsdk", "slurm", *args], capture_output=True, text=True)
         assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 import yaml
 
-from envsdk.default_models.spaces import (
+from envsdk.envs.default_models.spaces import (
     action_leaves,
     allowed_version,
     describe_actions,
@@ -179,8 +179,8 @@ def test_allowed_version_replaces_only_forbidden_choices(act):
 @pytest.mark.parametrize("act", ["discrete", "multidiscrete", "box", "hybrid"])
 def test_envsdk_check_steps_only_allowed_actions(obs, act):
     """The user-style env raises on a masked action: the checker (gymnasium's too) must not send one."""
-    from envsdk.env_checker import check_env
-    from envsdk.registry import resolve_env
+    from envsdk.envs.checker import check_env
+    from envsdk.envs.registry import resolve_env
 
     mask = act != "box"
     resolved = resolve_env("matrix_env.MatrixEnv", [ENVS])
@@ -311,10 +311,10 @@ def _feeds(session, layout, data, episode: str) -> dict:
 def test_onnx_export_acts_like_the_rollout(matrix, tmp_path, case):
     import onnxruntime
 
-    from envsdk.checkpoints import locate
-    from envsdk.observation_filter import saved_statistics
-    from envsdk.onnx_export import greedy, layout_for
-    from envsdk.restore import load
+    from envsdk.evaluation.onnx_export import greedy, layout_for
+    from envsdk.evaluation.restore import load
+    from envsdk.training.checkpoints import locate
+    from envsdk.training.observation_filter import saved_statistics
 
     _, results = matrix
     target = tmp_path / "policy.onnx"

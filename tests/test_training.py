@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from envsdk.checkpoints import verify
+from envsdk.training.checkpoints import verify
 from tests.helpers import ROOT, processes_mentioning, progress_rows, run_train, trial_dirs
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envsdk.default_models.spaces import sample_allowed
+from envsdk.envs.default_models.spaces import sample_allowed
 from envsdk.errors import UserError
 from tests.helpers import PLAYERS, ROOT, needs_xvfb, player_pids
 from unity_bridge import observations, side_channels
@@ -360,8 +360,8 @@ def test_several_observations_make_a_dict_space():
 
 
 def test_gym_view_of_a_one_agent_game():
-    from envsdk.env_checker import check_env
-    from envsdk.registry import resolve_env
+    from envsdk.envs.checker import check_env
+    from envsdk.envs.registry import resolve_env
 
     report = check_env(resolve_env("unity-single"), {"file_name": CHASE, "no_graphics": True}, steps=300)
     assert report.ok, report.render()

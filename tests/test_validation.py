@@ -19,8 +19,8 @@ import pytest
 import yaml
 
 from envsdk.cli.train import load, main, parser
+from envsdk.config.experiment import load_experiments
 from envsdk.errors import run_cli
-from envsdk.experiment import load_experiments
 from tests.helpers import PLAYERS, ROOT, player_pids, progress_rows, trial_dirs
 
 BASE = "x:\n  run: PPO\n  env: CartPole-v1\n"
@@ -142,7 +142,7 @@ def test_b_command_line_env_wins_over_the_yaml(tmp_path):
 
 
 def test_c_best_checkpoint_is_the_one_rollout_picks_with_many_trials(train, tmp_path):
-    from envsdk.checkpoints import locate
+    from envsdk.training.checkpoints import locate
 
     cfg = write(tmp_path, textwrap.dedent("""\
         many:
@@ -189,7 +189,7 @@ def test_d_users_callbacks_run_beside_ours(train, tmp_path):
 
 
 def test_g_our_own_bugs_are_not_reported_as_config_mistakes(tmp_path, monkeypatch):
-    import envsdk.config as config_module
+    import envsdk.training.algorithm_config as config_module
 
     def broken(*args, **kwargs):
         raise TypeError("a bug in envsdk")
@@ -201,8 +201,8 @@ def test_g_our_own_bugs_are_not_reported_as_config_mistakes(tmp_path, monkeypatc
 
 
 def test_e_check_env_closes_a_game_that_fails(tmp_path):
-    from envsdk.env_checker import check_env
-    from envsdk.registry import resolve_env
+    from envsdk.envs.checker import check_env
+    from envsdk.envs.registry import resolve_env
 
     before = player_pids()
     config = {"file_name": str(PLAYERS / "builds" / "Chase"), "no_graphics": True, "max_restarts": 0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envsdk.curriculum import sub_environments
+from envsdk.envs.curriculum import sub_environments
 
 
 def log_unity_metrics(*, env_runner: Any, metrics_logger: Any, **_: Any) -> None:

@@ -25,7 +25,7 @@ import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-from envsdk.base import MASK_KEY, OBS_KEY, RLlibHooks, TaskSettable
+from envsdk.envs.base import MASK_KEY, OBS_KEY, RLlibHooks, TaskSettable
 from envsdk.notices import notice
 from unity_bridge.environment import Action, AgentStep, BehaviorSpec, UnityEnvironment
 from unity_bridge.errors import PlayerError

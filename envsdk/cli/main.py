@@ -35,7 +35,7 @@ COMMANDS = {
                      "envsdk check custom_env.CustomEnv"),
     "new": Command("envsdk.cli.tools:new", "write a new env, its YAML and a passing test",
                    "envsdk new gridworld --dir myproject"),
-    "slurm": Command("envsdk.slurm:main", "write an sbatch script that trains on SLURM",
+    "slurm": Command("envsdk.cluster.slurm:main", "write an sbatch script that trains on SLURM",
                      "envsdk slurm --nodes 2 --time 04:00:00 -- -f my.yaml --num-workers auto"),
     "completion": Command("envsdk.cli.tools:completion", "print a bash completion script",
                           "source <(envsdk completion)"),

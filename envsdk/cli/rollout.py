@@ -14,9 +14,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from envsdk.config.yamlio import parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice, quiet_rllib
-from envsdk.yamlio import parse_scalar
 
 DEFAULT_OUT = "rollout.npz"
 
@@ -108,7 +108,7 @@ def _split(total: int, parts: int) -> list[int]:
 
 def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, gpus: float) -> list:
     """Run the episodes in this process, or spread over ``workers`` Ray actors."""
-    from envsdk.evaluation import Evaluator
+    from envsdk.evaluation.evaluator import Evaluator
 
     if workers == 0:
         counter = itertools.count(1)
@@ -119,7 +119,7 @@ def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, g
             evaluator.close()
     import ray
 
-    from envsdk.ray_session import require_gpus
+    from envsdk.cluster.ray_session import require_gpus
 
     require_gpus(gpus, "--num-gpus asks for", "lower --num-gpus")
     remote = ray.remote(num_cpus=1, num_gpus=gpus / workers)(Evaluator)
@@ -140,7 +140,7 @@ def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, g
 
 
 def print_episode(number: int, record: Any) -> None:
-    from envsdk.evaluation import AGENT
+    from envsdk.evaluation.evaluator import AGENT
 
     line = f"episode {number}: return {record.ret:.2f}, length {record.length}"
     if len(record.agents) > 1 or AGENT not in record.agents:
@@ -179,8 +179,8 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
     args = parser(prog).parse_args(argv)
     _check_args(args)
     quiet_rllib()
-    from envsdk.checkpoints import locate
-    from envsdk.restore import load
+    from envsdk.evaluation.restore import load
+    from envsdk.training.checkpoints import locate
 
     found = locate(args.checkpoint)
     print(f"checkpoint: {found.checkpoint} ({found.why})")
@@ -191,7 +191,7 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
     )
 
     if args.export_onnx:
-        from envsdk.onnx_export import export
+        from envsdk.evaluation.onnx_export import export
 
         for pid, path in export(restored, Path(args.export_onnx).resolve()).items():
             print(f"onnx: {path} (policy {pid}; checked against torch with onnxruntime)")
@@ -204,13 +204,13 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
     frames = _probe_frames(restored) if video_dir else None
     workers = args.num_workers or (1 if args.num_gpus else 0)
     if workers:
-        from envsdk.ray_session import start_ray
+        from envsdk.cluster.ray_session import start_ray
 
         start_ray(args.ray_address, code_paths=[*restored.search_paths, Path.cwd()])
     elif args.num_gpus:
         notice("--num-gpus: evaluating on one Ray worker that holds the GPU")
 
-    from envsdk.evaluation import EvalSpec
+    from envsdk.evaluation.evaluator import EvalSpec
 
     staging = video_dir / ".staging" if video_dir else None
     spec = EvalSpec(
@@ -234,7 +234,7 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
         shutil.rmtree(staging, ignore_errors=True)
         print(f"videos: {video_dir} ({sum(r.video is not None for r in records)} MP4 files)")
     if not args.no_out:
-        from envsdk import experience
+        from envsdk.evaluation import experience
 
         out = Path(args.out).resolve() if args.out else found.checkpoint / DEFAULT_OUT
         meta = {
@@ -254,8 +254,8 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
 
 def _probe_frames(restored: Any) -> tuple[str, tuple]:
     """Where video frames come from, decided (or refused) before any episode runs."""
-    from envsdk.evaluation import AGENT, EnvCreator, EvalSpec
-    from envsdk.recording import frame_source
+    from envsdk.evaluation.evaluator import AGENT, EnvCreator, EvalSpec
+    from envsdk.evaluation.recording import frame_source
 
     env = EnvCreator(EvalSpec(restored), 0).make_plain(dict(restored.env_config), "rgb_array")
     try:

@@ -6,7 +6,7 @@ import argparse
 import re
 from pathlib import Path
 
-from envsdk.yamlio import parse_scalar
+from envsdk.config.yamlio import parse_scalar
 
 
 def _parser(prog: str, description: str, examples: str) -> argparse.ArgumentParser:
@@ -30,8 +30,8 @@ def check(argv: list[str], prog: str = "envsdk check") -> int:
     p.add_argument("--env-config", default="{}", help="env_config as YAML/JSON, e.g. '{size: 2}'")
     p.add_argument("--steps", type=int, default=2000, help="random steps to take")
     args = p.parse_args(argv)
-    from envsdk.env_checker import check_env
-    from envsdk.registry import resolve_env
+    from envsdk.envs.checker import check_env
+    from envsdk.envs.registry import resolve_env
 
     resolved = resolve_env(args.env, [Path.cwd()])
     report = check_env(resolved, dict(parse_scalar(args.env_config) or {}), steps=args.steps)
@@ -49,7 +49,7 @@ def new(argv: list[str], prog: str = "envsdk new") -> int:
     p.add_argument("--dir", default=".", help="folder to write into")
     p.add_argument("--force", action="store_true", help="overwrite existing files")
     args = p.parse_args(argv)
-    from envsdk.scaffold import scaffold
+    from envsdk.cli.scaffold import scaffold
 
     for path in scaffold(args.name, Path(args.dir), args.force):
         print(f"wrote {path}")
@@ -109,7 +109,7 @@ def legacy_table(argv: list[str], prog: str = "envsdk legacy-table") -> int:
     _parser(prog, "Print the README's table of Ray 1.x names and what they became.", f"  {prog}").parse_args(
         argv
     )
-    from envsdk.legacy import legacy_table_markdown
+    from envsdk.config.legacy import legacy_table_markdown
 
     print(legacy_table_markdown())
     return 0

@@ -14,10 +14,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from envsdk import legacy
+from envsdk.config import legacy
+from envsdk.config.yamlio import LineDict, parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice
-from envsdk.yamlio import LineDict, parse_scalar
 
 STOP_FLAGS = {
     "stop_iters": "training_iteration",
@@ -108,8 +108,8 @@ def parse_overrides(extra: list[str]) -> dict[str, Any]:
 
 
 def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
-    from envsdk.config import merge
-    from envsdk.experiment import Experiment, load_experiments
+    from envsdk.config.experiment import Experiment, load_experiments
+    from envsdk.training.algorithm_config import merge
 
     if args.config_file:
         experiments = [exp for path in args.config_file for exp in load_experiments(path)]
@@ -147,7 +147,7 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
             if getattr(args, name) is not None:
                 setattr(exp, name, getattr(args, name))
         if args.checkpoint_score_attr:
-            from envsdk.validation import parse_score_attr
+            from envsdk.config.validation import parse_score_attr
 
             exp.score_metric, exp.score_mode = parse_score_attr(
                 args.checkpoint_score_attr, "--checkpoint-score-attr"
@@ -218,7 +218,7 @@ def main(argv: list[str], prog: str = "train.py") -> int:
         notice("--redis-password is ignored: Ray 2 clusters need no Redis password")
     experiments = load(args, overrides)
 
-    from envsdk.config import build_config
+    from envsdk.training.algorithm_config import build_config
 
     built = [build_config(exp, exp.overrides, dry_run=args.dry_run) for exp in experiments]
     if args.dry_run:
@@ -228,11 +228,11 @@ def main(argv: list[str], prog: str = "train.py") -> int:
 
     import ray
 
-    from envsdk.in_process import runs_in_process
-    from envsdk.outcome import print_summary
-    from envsdk.ray_session import check_gpus, local_gpus, start_ray, stop_ray
-    from envsdk.resources import fit, trial_count
-    from envsdk.runner import run_experiment
+    from envsdk.cluster.ray_session import check_gpus, local_gpus, start_ray, stop_ray
+    from envsdk.training.in_process import runs_in_process
+    from envsdk.training.outcome import print_summary
+    from envsdk.training.resources import fit, trial_count
+    from envsdk.training.tune_runner import run_experiment
 
     if not args.ray_address:  # a local Ray: its GPUs are known before it starts
         have = float(args.ray_num_gpus) if args.ray_num_gpus is not None else local_gpus()
@@ -287,7 +287,7 @@ PRELOAD = ("torch._dynamo", "tensorboardX", "matplotlib.figure", "matplotlib.bac
 
 def _needs_ray_workers(exp: Any, built: Any) -> bool:
     """Whether the run creates Ray actors: a Tune trial, env runners or learners outside this process."""
-    from envsdk.in_process import runs_in_process
+    from envsdk.training.in_process import runs_in_process
 
     c = built.config
     remote = built.auto_runners or c.num_env_runners or c.evaluation_num_env_runners or c.num_learners

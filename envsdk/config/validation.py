@@ -1,0 +1,371 @@
+"""Checks of an experiment's values, made before Ray or any env starts.
+
+Every check raises a :class:`~envsdk.errors.UserError` naming ``file:line``,
+the key, the value and what is expected:
+
+* config values against the type of RLlib's default for the key
+  (:func:`check_config_value`), plus ranges where a key has one
+  (:data:`RANGES`);
+* metric names (stop criteria, ``checkpoint_score_attr``, a scheduler's
+  ``time_attr``/``metric``) against what RLlib 2.60 reports
+  (:func:`check_metric`), Ray 1.x names translated;
+* search spaces (:func:`search_domain`) and schedulers
+  (:func:`build_scheduler`) by their arguments.
+
+Metrics that RLlib does not define (a custom metric logged by a callback)
+cannot be known in advance; they are checked once results arrive
+(:mod:`envsdk.config.stopping`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import numbers
+from typing import Any
+
+from envsdk.config import legacy
+from envsdk.errors import UserError, closest, did_you_mean
+from envsdk.internals import is_deprecated_default
+from envsdk.notices import notice
+
+# ---- config values ---------------------------------------------------------------------
+
+# Keys that take another form beside their default's type: "auto", or a schedule
+# ([[timestep, value], ...]) where the default is a plain number.
+AUTO_KEYS = {"rollout_fragment_length", "num_env_runners", "evaluation_duration", "num_cpus_per_learner"}
+SCHEDULE_KEYS = {"lr", "entropy_coeff", "epsilon", "alpha_lr", "actor_lr", "critic_lr"}
+
+# (low, high, low inclusive): a value outside is an error.  Counts ("num_*") are >= 0 anyway.
+RANGES: dict[str, tuple[float, float, bool]] = {
+    "lr": (0.0, math.inf, False),
+    "gamma": (0.0, 1.0, True),
+    "lambda_": (0.0, 1.0, True),
+    "tau": (0.0, 1.0, True),
+    "train_batch_size": (1, math.inf, True),
+    "train_batch_size_per_learner": (1, math.inf, True),
+    "minibatch_size": (1, math.inf, True),
+    "num_epochs": (1, math.inf, True),
+    "rollout_fragment_length": (1, math.inf, True),
+    "num_envs_per_env_runner": (1, math.inf, True),
+    "clip_param": (0.0, math.inf, False),
+    "vf_clip_param": (0.0, math.inf, False),
+    "entropy_coeff": (0.0, math.inf, True),
+    "kl_coeff": (0.0, math.inf, True),
+    "vf_loss_coeff": (0.0, math.inf, True),
+    "grad_clip": (0.0, math.inf, False),
+    "num_gpus_per_learner": (0.0, math.inf, True),
+    "num_cpus_per_env_runner": (0.0, math.inf, True),
+    "num_gpus_per_env_runner": (0.0, math.inf, True),
+}
+
+
+def _kind(default: Any) -> str:
+    if isinstance(default, bool):
+        return "a boolean (true/false)"
+    if isinstance(default, int):
+        return "an integer"
+    if isinstance(default, float):
+        return "a number"
+    if isinstance(default, str):
+        return "a string"
+    if isinstance(default, list | tuple):
+        return "a list"
+    if isinstance(default, dict):
+        return "a mapping"
+    return type(default).__name__
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _is_schedule(value: Any) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(p, list | tuple) and len(p) == 2 and all(map(_is_number, p)) for p in value)
+    )
+
+
+def check_config_value(key: str, value: Any, default: Any, where: str, spelled: str | None = None) -> Any:
+    """``value`` for config ``key``, or a UserError; integral floats for integer keys become ints.
+
+    ``spelled``: the key as the YAML wrote it (a Ray 1.x name), for the message.
+    """
+    what = f"'{spelled}' (now '{key}')" if spelled and spelled != key else f"'{key}'"
+
+    def wrong(expected: str) -> UserError:
+        return UserError(
+            f"{where}: config key {what} is {value!r}, but it takes {expected}",
+            f"write e.g. '{key}: {default!r}' (RLlib's default)" if default is not None else "",
+        )
+
+    if value is None or default is None or callable(default) or is_deprecated_default(default):
+        return value  # RLlib's own validation (and the algorithm build) judge these
+    if key in AUTO_KEYS and value == "auto":
+        return value
+    if key in SCHEDULE_KEYS and isinstance(value, list | tuple):
+        if not _is_schedule(value):
+            raise wrong("a number or a schedule [[timestep, value], ...]")
+        return value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise wrong(_kind(default))
+    elif isinstance(default, int) or (key in AUTO_KEYS and default == "auto"):
+        if not _is_number(value) or (isinstance(value, float) and not value.is_integer()):
+            raise wrong("an integer" + (" or 'auto'" if key in AUTO_KEYS else ""))
+        value = int(value)
+    elif isinstance(default, float):
+        if not _is_number(value):
+            raise wrong(
+                "a number" + (" or a schedule [[timestep, value], ...]" if key in SCHEDULE_KEYS else "")
+            )
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise wrong(_kind(default))
+    elif isinstance(default, list | tuple):
+        if not isinstance(value, list | tuple):
+            raise wrong(_kind(default))
+    elif isinstance(default, dict) and not isinstance(value, dict):
+        raise wrong(_kind(default))
+    _check_range(key, value, where, what)
+    return value
+
+
+def _check_range(key: str, value: Any, where: str, what: str) -> None:
+    bounds = RANGES.get(key) or ((0, math.inf, True) if key.startswith("num_") else None)
+    if bounds is None or not _is_number(value):
+        return
+    low, high, inclusive = bounds
+    below = value < low if inclusive else value <= low
+    if below or value > high:
+        bounds = f"{'>=' if inclusive else '>'} {low}" + (f" and <= {high}" if high != math.inf else "")
+        raise UserError(f"{where}: config key {what} is {value}, but it must be {bounds}", "")
+
+
+# ---- metric names ------------------------------------------------------------------------
+
+# Top-level result keys: Tune's own and RLlib's.
+TOP_LEVEL = {
+    "training_iteration",
+    "time_total_s",
+    "time_this_iter_s",
+    "time_since_restore",
+    "iterations_since_restore",
+    "timestamp",
+    "num_env_steps_sampled_lifetime",
+    "num_agent_steps_sampled_lifetime",
+    "num_env_steps_trained_lifetime",
+    "num_training_step_calls_per_iteration",
+}
+# First parts of RLlib's nested result keys ("env_runners/episode_return_mean").
+NAMESPACES = {
+    "env_runners",
+    "learners",
+    "evaluation",
+    "fault_tolerance",
+    "timers",
+    "replay_buffer",
+    "aggregator_actors",
+    "env_runner_health",
+    "curriculum",
+}
+# Well-known full names, for "did you mean" suggestions.
+COMMON = {
+    "env_runners/episode_return_mean",
+    "env_runners/episode_return_max",
+    "env_runners/episode_return_min",
+    "env_runners/episode_len_mean",
+    "env_runners/num_episodes_lifetime",
+    "env_runners/num_env_steps_sampled_lifetime",
+    "evaluation/env_runners/episode_return_mean",
+    "learners/__all_modules__/num_env_steps_trained_lifetime",
+}
+
+
+def metric_leaves() -> set[str]:
+    """Every metric name RLlib defines (the last part of a nested result key)."""
+    from ray.rllib.utils import metrics
+
+    names = {v for k, v in vars(metrics).items() if k.isupper() and isinstance(v, str)}
+    return names | {"module_episode_returns_mean", "agent_episode_returns_mean", "unity", "task"}
+
+
+def check_metric(name: Any, where: str, what: str) -> tuple[str, bool]:
+    """(the 2.60 name, whether RLlib defines it) for a metric a YAML names; unknown ones are errors.
+
+    A name under one of RLlib's result namespaces whose last part is not an
+    RLlib metric, and is not close to one either, may be a custom metric: it
+    is accepted here and checked once results arrive.
+    """
+    if not isinstance(name, str) or not name:
+        raise UserError(f"{where}: {what} must be a metric name, got {name!r}", "e.g. episode_reward_mean")
+    new = legacy.translate_metric(name)
+    if new != name:
+        notice(f"{what} '{name}' is now '{new}'")
+    if new in TOP_LEVEL or new in COMMON:
+        return new, True
+    parts = new.split("/")
+    leaves = metric_leaves()
+    if parts[0] in NAMESPACES and len(parts) > 1:
+        if parts[-1] in leaves or any(p in leaves for p in parts[1:-1]):
+            return new, True
+        near = closest(parts[-1], leaves, n=1)
+        if not near:
+            return new, False
+        fix = "/".join([*parts[:-1], near[0]])
+    else:
+        candidates = TOP_LEVEL | COMMON | set(legacy.METRICS)
+        fix = (closest(new, candidates, n=1) or closest(parts[-1], candidates, n=1) or [""])[0]
+    raise UserError(
+        f"{where}: unknown metric '{name}' for {what}",
+        f"did you mean '{fix}'?" if fix else "see the README's YAML section for the metric names",
+    )
+
+
+def parse_score_attr(text: Any, where: str) -> tuple[str | None, str]:
+    """``checkpoint_score_attr`` (``[min-|max-]metric``, Ray 1.x names too) -> (metric, mode)."""
+    if text is None:
+        return None, "max"
+    if not isinstance(text, str):
+        raise UserError(f"{where}: checkpoint_score_attr must be a metric name, got {text!r}", "")
+    mode = "min" if text.startswith("min-") else "max"
+    bare = text.removeprefix("min-").removeprefix("max-")
+    metric, _ = check_metric(bare, where, "checkpoint_score_attr")
+    return metric, mode
+
+
+def parse_stop(stop: Any, where: str) -> tuple[dict[str, float], set[str]]:
+    """A ``stop`` mapping: (metric -> number, names checked and translated; the custom metrics among them)."""
+    if stop is None:
+        return {}, set()
+    if not isinstance(stop, dict):
+        raise UserError(
+            f"{where}: 'stop' must be a mapping of metric: value", "e.g. stop: {training_iteration: 10}"
+        )
+    out: dict[str, float] = {}
+    custom: set[str] = set()
+    for key, value in stop.items():
+        line = stop.where(key) if hasattr(stop, "where") else where
+        metric, known = check_metric(key, line, "stop key")
+        if not _is_number(value):
+            raise UserError(
+                f"{line}: stop value of '{key}' is {value!r}, not a number", f"write e.g. {key}: 100"
+            )
+        if metric in out:
+            raise UserError(
+                f"{line}: stop key '{key}' is '{metric}', which this stop mapping has already", ""
+            )
+        out[metric] = value
+        if not known:
+            custom.add(metric)
+    return out, custom
+
+
+# ---- search spaces ---------------------------------------------------------------------
+
+
+def _numbers(op: str, args: list, count: tuple[int, ...], where: str) -> list[float]:
+    if len(args) not in count or not all(map(_is_number, args)):
+        shape = " or ".join(f"[{', '.join(['x'] * n)}]" for n in count)
+        raise UserError(
+            f"{where}: '{op}' takes {shape} numbers, got {args!r}", f"write e.g. {op}: [0.001, 0.01]"
+        )
+    return [float(a) for a in args]
+
+
+def search_domain(op: str, args: Any, where: str) -> Any:
+    """A Tune search space from ``{op: args}``; bad arguments are UserErrors."""
+    from ray import tune
+
+    if not isinstance(args, list) or not args:
+        raise UserError(f"{where}: '{op}' needs a non-empty list, got {args!r}", f"write {op}: [a, b, ...]")
+    if op == "grid_search":
+        return tune.grid_search(args)
+    if op == "choice":
+        return tune.choice(args)
+    if op == "randn":
+        mean, sd = _numbers(op, args, (2,), where)
+        if sd <= 0:
+            raise UserError(
+                f"{where}: randn's standard deviation must be > 0, got {sd}", "write randn: [mean, sd]"
+            )
+        return tune.randn(mean, sd)
+    quantized = op.startswith("q")
+    values = _numbers(op, args, (3,) if quantized else (2,), where)
+    low, high = values[0], values[1]
+    if low >= high:
+        raise UserError(f"{where}: '{op}' needs lower < upper, got [{args[0]}, {args[1]}]", "swap the bounds")
+    if "log" in op and low <= 0:
+        raise UserError(
+            f"{where}: '{op}' needs a lower bound > 0, got {args[0]}", f"write e.g. {op}: [1e-5, 1e-2]"
+        )
+    if quantized and values[2] <= 0:
+        raise UserError(f"{where}: '{op}' needs a step q > 0, got {args[2]}", f"write {op}: [low, high, q]")
+    if "randint" in op and not all(isinstance(a, int) for a in args[:2]):
+        raise UserError(f"{where}: '{op}' takes integer bounds, got {args!r}", f"write e.g. {op}: [1, 10]")
+    return getattr(tune, op)(*args)
+
+
+SEARCH_SPACES = ("grid_search", "choice", "uniform", "quniform", "loguniform", "qloguniform", "randint",
+                 "qrandint", "randn")  # fmt: skip
+
+
+# ---- schedulers ------------------------------------------------------------------------
+
+
+def scheduler_classes() -> dict[str, type]:
+    from ray.tune import schedulers
+
+    return {
+        "asha": schedulers.ASHAScheduler,
+        "async_hyperband": schedulers.ASHAScheduler,
+        "hyperband": schedulers.HyperBandScheduler,
+        "median": schedulers.MedianStoppingRule,
+        "median_stopping_rule": schedulers.MedianStoppingRule,
+        "pbt": schedulers.PopulationBasedTraining,
+        "fifo": schedulers.FIFOScheduler,
+    }
+
+
+def build_scheduler(spec: Any, metric: str, mode: str, where: str) -> Any:
+    """A Tune scheduler from the YAML's ``scheduler:`` mapping; every argument checked."""
+    if not spec:
+        return None
+    if not isinstance(spec, dict):
+        raise UserError(
+            f"{where}: 'scheduler' must be a mapping", "e.g. scheduler: {type: ASHA, grace_period: 5}"
+        )
+    args = dict(spec)
+    kind = str(args.pop("type", "")).lower()
+    kinds = scheduler_classes()
+    if kind not in kinds:
+        raise UserError(f"{where}: unknown scheduler type '{kind}'", f"use one of: {', '.join(kinds)}")
+    if kind == "fifo":
+        return kinds[kind]()
+    cls = kinds[kind]
+    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    for key in args:
+        if key not in accepted:
+            raise UserError(
+                f"{where}: scheduler '{kind}' has no setting '{key}'",
+                did_you_mean(key, accepted) or f"its settings: {', '.join(accepted)}",
+            )
+    for key in ("metric", "time_attr"):
+        if key in args:
+            args[key], _ = check_metric(args[key], where, f"scheduler {key}")
+    args.setdefault("metric", metric)
+    args.setdefault("mode", mode)
+    if kind == "pbt":
+        mutations = args.get("hyperparam_mutations") or {}
+        args["hyperparam_mutations"] = {
+            key: search_domain(*next(iter(v.items())), where)
+            if isinstance(v, dict) and len(v) == 1 and next(iter(v)) in SEARCH_SPACES
+            else v
+            for key, v in mutations.items()
+        }
+    try:
+        return cls(**args)
+    except (TypeError, ValueError) as err:
+        raise UserError(f"{where}: scheduler '{kind}': {err}", "check the scheduler's settings") from err

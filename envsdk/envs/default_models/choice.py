@@ -1,0 +1,218 @@
+"""Which default RLModule a run gets, what it looks like, and a check that it works.
+
+:func:`module_spec` picks, for an algorithm and the env's spaces, the
+``RLModuleSpec`` train.py puts into the config when the YAML names no
+custom model: RLlib's own default module, with our catalog where a space
+needs it (:mod:`envsdk.envs.default_models.catalogs`) and our masking subclass
+where observations carry an action mask (:mod:`envsdk.envs.default_models.masking`).
+A run with only flat float observations and no masks keeps RLlib's defaults
+untouched.
+
+:func:`check_modules` builds every policy's module in the driver, before Ray
+starts, and runs it on the env's first observation, so that a space, size or
+option the network cannot take is a clear error instead of a crash inside a
+remote worker; it returns one line per policy saying what the network is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+import tree
+from ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module import DefaultAPPOTorchRLModule
+from ray.rllib.algorithms.bc.torch.default_bc_torch_rl_module import DefaultBCTorchRLModule
+from ray.rllib.algorithms.cql.torch.default_cql_torch_rl_module import DefaultCQLTorchRLModule
+from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
+from ray.rllib.algorithms.iql.torch.default_iql_torch_rl_module import DefaultIQLTorchRLModule
+from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+from envsdk.envs.base import MASK_KEY, has_action_mask
+from envsdk.envs.default_models.catalogs import (
+    AnySpaceBCCatalog,
+    AnySpaceDQNCatalog,
+    AnySpacePPOCatalog,
+    AnySpaceSACCatalog,
+    rllib_encodes,
+)
+from envsdk.envs.default_models.encoder import default_conv_filters
+from envsdk.envs.default_models.masking import (
+    MaskedAPPOTorchRLModule,
+    MaskedDQNTorchRLModule,
+    MaskedPPOTorchRLModule,
+)
+from envsdk.envs.default_models.spaces import (
+    IMAGE,
+    ONEHOT,
+    SpaceError,
+    describe_actions,
+    describe_space,
+    inner_space,
+    mask_size,
+    observation_leaves,
+)
+from envsdk.errors import UserError
+
+# RLlib's default module class -> (our catalog, our masking module or None, action spaces it takes)
+SUPPORT: dict[type, tuple[type, type | None, tuple[type, ...] | None]] = {
+    DefaultPPOTorchRLModule: (AnySpacePPOCatalog, MaskedPPOTorchRLModule, None),
+    DefaultAPPOTorchRLModule: (AnySpacePPOCatalog, MaskedAPPOTorchRLModule, None),
+    DefaultDQNTorchRLModule: (AnySpaceDQNCatalog, MaskedDQNTorchRLModule, (gym.spaces.Discrete,)),
+    DefaultSACTorchRLModule: (AnySpaceSACCatalog, None, (gym.spaces.Box, gym.spaces.Discrete)),
+    DefaultCQLTorchRLModule: (AnySpaceSACCatalog, None, (gym.spaces.Box,)),
+    DefaultIQLTorchRLModule: (AnySpaceSACCatalog, None, (gym.spaces.Box,)),
+    DefaultBCTorchRLModule: (AnySpaceBCCatalog, None, None),
+}
+MASKING_ALGOS = "PPO, APPO, IMPALA or DQN"
+
+
+def _check_spaces(algo: str, default: type, obs: gym.Space, act: gym.Space, who: str) -> None:
+    """UserErrors for a space the algorithm's default model cannot take."""
+    try:
+        observation_leaves(inner_space(obs))  # raises for a space with no default encoding
+        wanted = mask_size(act)
+    except SpaceError as err:
+        raise UserError(f"{who}: {err}", "see the README's table of spaces and default models") from err
+    _, masked_class, actions = SUPPORT.get(default, (None, None, None))
+    if actions is not None and not isinstance(act, actions):
+        kinds = " or ".join(k.__name__ for k in actions)
+        raise UserError(
+            f"{who}: {algo} takes {kinds} actions; this env's are {describe_actions(act)}",
+            "use PPO (or APPO/IMPALA), which take every action space",
+        )
+    if not has_action_mask(obs):
+        return
+    if masked_class is None:
+        raise UserError(
+            f"{who}: the observations carry an action mask, which {algo}'s default model cannot honour",
+            f"use {MASKING_ALGOS}, or a custom_model that reads '{MASK_KEY}'",
+        )
+    got = int(np.prod(obs[MASK_KEY].shape))
+    if wanted == 0:
+        raise UserError(
+            f"{who}: the observations carry an action mask but the actions ({act}) have no discrete part",
+            f"drop '{MASK_KEY}' from the observations",
+        )
+    if got != wanted:
+        raise UserError(
+            f"{who}: the action mask has {got} entries but {describe_actions(act)} has {wanted} choices",
+            "give one mask entry per choice of every discrete branch, in the action space's order",
+        )
+
+
+def module_spec(
+    algo: str, config: Any, spaces: dict[str, tuple[gym.Space, gym.Space]]
+) -> RLModuleSpec | None:
+    """The default module for these policies' spaces; None where RLlib's own default fits all of them."""
+    default = config.get_default_rl_module_spec().module_class
+    for who, (obs, act) in spaces.items():
+        _check_spaces(algo, default, obs, act, who)
+    plain = all(rllib_encodes(obs) for obs, _ in spaces.values())
+    if plain:
+        return None
+    if default not in SUPPORT:
+        raise UserError(
+            f"{algo}'s default model takes flat Box observations only; this env has "
+            + ", ".join(describe_space(obs) for obs, _ in spaces.values()),
+            "give a custom_model (see the README's Model plugins), or use PPO",
+        )
+    catalog, masked_class, _ = SUPPORT[default]
+    masked = any(has_action_mask(obs) for obs, _ in spaces.values())
+    return RLModuleSpec(module_class=masked_class if masked else default, catalog_class=catalog)
+
+
+def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any]) -> str:
+    """One line about the default network for these spaces (see the README's table)."""
+    model_config = {**dataclasses.asdict(DefaultModelConfig()), **model_config}
+    hidden = list(model_config["fcnet_hiddens"])
+    if rllib_encodes(obs):
+        reads = f"{describe_space(obs)} -> MLP {hidden}"
+    else:
+        parts = []
+        for leaf in observation_leaves(inner_space(obs)):
+            label = f"{leaf.name} " if leaf.path else ""
+            what = describe_space(leaf.space)
+            if leaf.kind == ONEHOT:
+                parts.append(f"{label}{what} one-hot")
+            elif leaf.kind == IMAGE:
+                height, width, _ = leaf.image_shape
+                layers = len(model_config.get("conv_filters") or default_conv_filters(height, width))
+                parts.append(f"{label}{what} -> CNN {layers} layers")
+            else:
+                parts.append(f"{label}{what} flattened")
+        reads = " + ".join(parts) + f" -> MLP {hidden}"
+    mask = ", masked" if has_action_mask(obs) else ""
+    return f"{reads}; actions {describe_actions(act)}{mask}"
+
+
+def _batch(value: Any) -> Any:
+    """One observation as a batch of one, in tensors (as RLlib's connectors hand it to modules)."""
+    if isinstance(value, dict):
+        return {k: _batch(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_batch(v) for v in value)
+    return torch.as_tensor(np.asarray(value)[None])
+
+
+def check_modules(
+    config: Any, env: Any, first_obs: dict[str, Any], policy_of: dict[str, str], custom: str | None
+) -> list[str]:
+    """Build each policy's module and run it on the env's first observation; one line per policy.
+
+    ``first_obs``: agent id -> observation; ``policy_of``: agent id -> policy id
+    (``DEFAULT_MODULE_ID`` for single-agent envs).  Errors are UserErrors.
+    """
+    try:
+        if config.is_multi_agent:
+            spec: Any = config.get_multi_rl_module_spec(env=env, inference_only=False)
+            specs = dict(spec.rl_module_specs)
+        else:
+            spec = config.get_rl_module_spec(env=env, inference_only=False)
+            specs = {DEFAULT_MODULE_ID: spec}
+        for one in specs.values():  # RLModule swallows a Catalog's error and fails later, unreadably
+            if one.catalog_class is not None:
+                one.catalog_class(one.observation_space, one.action_space, one.model_config or {})
+        built = spec.build()
+    except (SpaceError, ValueError, TypeError, AssertionError, NotImplementedError) as err:
+        raise UserError(
+            f"the {'model ' + custom if custom else 'default model'} cannot be built for this env: "
+            f"{type(err).__name__}: {err}",
+            "run with --debug for the traceback; see the README's table of spaces and default models",
+        ) from err
+    modules = dict(built.items()) if isinstance(built, MultiRLModule) else {DEFAULT_MODULE_ID: built}
+    for agent, obs in first_obs.items():
+        pid = policy_of.get(agent, DEFAULT_MODULE_ID)
+        if pid not in modules:
+            continue
+        module = modules[pid]
+        batch: dict[str, Any] = {Columns.OBS: _batch(obs)}
+        if module.is_stateful():  # a batch of one sequence of one step, from the initial state
+            batch[Columns.OBS] = tree.map_structure(lambda x: x[:, None], batch[Columns.OBS])
+            batch[Columns.STATE_IN] = tree.map_structure(lambda s: s[None], module.get_initial_state())
+        try:
+            with torch.no_grad():
+                out = module.forward_inference(batch)
+        except Exception as err:
+            raise UserError(
+                f"policy '{pid}': its {'model ' + custom if custom else 'default model'} failed on the env's "
+                f"first observation: {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}",
+                "run with --debug for the traceback",
+            ) from err
+        if not isinstance(out, dict):
+            raise UserError(f"policy '{pid}': the module's forward returned {type(out).__name__}, not a dict")
+    lines = []
+    for pid, module in sorted(modules.items()):
+        what = custom or describe(
+            module.observation_space, module.action_space, dict(module.model_config or {})
+        )
+        lines.append(f"{pid}: {what}")
+    return lines

@@ -1,0 +1,316 @@
+"""What an observation or action space means to the default models.
+
+One place decides, for every gymnasium space kind, how the default networks
+read it, so that the encoder, the ONNX export, the env checker, the video
+recorder and the model descriptions agree:
+
+* an observation is split into *leaves* (:func:`observation_leaves`), walking
+  ``Dict`` (in the space's key order) and ``Tuple`` (by index), each leaf with
+  the key path that reaches it in an observation and how it is encoded:
+  ``onehot`` (``Discrete``, ``MultiDiscrete``), ``image`` (a rank-3 ``Box``
+  with a clear channel axis, see :func:`image_layout`) or ``flat``
+  (every other ``Box``, ``MultiBinary``);
+* an action space is split into the leaves RLlib's action distribution lays
+  out side by side in its inputs (:func:`action_leaves`): a ``Box(k)`` takes
+  ``2k`` columns (means and log-stds), a ``Discrete(n)`` ``n`` logits, a
+  ``MultiDiscrete`` one logit per choice of every branch.  An action mask has
+  one entry per choice of every discrete leaf, in the same order
+  (:func:`mask_size`), so for ``Tuple(Box(1), Discrete(3))`` it has 3 entries.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from envsdk.envs.base import MASK_KEY, OBS_KEY, has_action_mask
+
+MIN_IMAGE_SIDE = 8  # pixels; smaller rank-3 boxes are flattened, not convolved
+ONEHOT = "onehot"
+IMAGE = "image"
+FLAT = "flat"
+
+
+class SpaceError(ValueError):
+    """A space the default models cannot take (the message says which and why)."""
+
+
+@dataclass(frozen=True)
+class ObsLeaf:
+    """One part of an observation and how the default encoder reads it."""
+
+    path: tuple[Any, ...]  # keys/indices from the (unmasked) observation to this part
+    space: gym.Space
+    kind: str  # ONEHOT | IMAGE | FLAT
+    channels_first: bool = False  # images only
+
+    @property
+    def name(self) -> str:
+        """A readable, file- and ONNX-safe name: ``camera``, ``sensors.depth``, ``obs_0`` (Tuple part 0)."""
+        name = ".".join(str(p) for p in self.path) or "obs"
+        return f"obs_{name}" if self.path and isinstance(self.path[0], int) else name
+
+    @property
+    def width(self) -> int:
+        """Features this leaf contributes before any convolution (images: pixels x channels)."""
+        if isinstance(self.space, gym.spaces.Discrete):
+            return int(self.space.n)
+        if isinstance(self.space, gym.spaces.MultiDiscrete):
+            return int(np.sum(self.space.nvec))
+        return int(np.prod(self.space.shape))
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        """(height, width, channels) of an image leaf."""
+        shape = self.space.shape
+        return (shape[1], shape[2], shape[0]) if self.channels_first else (shape[0], shape[1], shape[2])
+
+
+def image_layout(space: gym.Space) -> str | None:
+    """``"hwc"``, ``"chw"`` or None: whether a space is an image for the default CNN.
+
+    An image is a ``Box`` of rank 3 whose channel axis is clear and whose two
+    other sides are at least :data:`MIN_IMAGE_SIDE` pixels (:func:`shape_layout`).
+    """
+    if not isinstance(space, gym.spaces.Box):
+        return None
+    return shape_layout(space.shape)
+
+
+def shape_layout(shape: tuple[int, ...]) -> str | None:
+    """``"hwc"``, ``"chw"`` or None for an array shape (see :func:`image_layout`).
+
+    Channels come last (gymnasium's and RLlib's convention) when the last
+    axis has at most 4 entries or is smaller than the other two; they come
+    first when the first axis is smaller than the other two (PyTorch's and
+    ML-Agents' ``3x84x84``).  Anything else of rank 3 is read channels-last.
+    """
+    if len(shape) != 3:
+        return None
+    a, b, c = shape
+    if c <= 4 or c < min(a, b):
+        layout, sides = "hwc", (a, b)
+    elif a < min(b, c):
+        layout, sides = "chw", (b, c)
+    else:
+        layout, sides = "hwc", (a, b)
+    return layout if min(sides) >= MIN_IMAGE_SIDE else None
+
+
+def inner_space(space: gym.Space) -> gym.Space:
+    """The observation without its action mask (the space itself when unmasked)."""
+    return space[OBS_KEY] if has_action_mask(space) else space
+
+
+def observation_leaves(space: gym.Space) -> list[ObsLeaf]:
+    """The parts of an (unmasked) observation space, in a fixed order; raises SpaceError."""
+    leaves: list[ObsLeaf] = []
+
+    def walk(sub: gym.Space, path: tuple[Any, ...]) -> None:
+        if isinstance(sub, gym.spaces.Dict):
+            if not sub.spaces:
+                raise SpaceError(f"the Dict observation at '{'.'.join(map(str, path)) or 'obs'}' is empty")
+            for key, child in sub.spaces.items():
+                walk(child, (*path, key))
+        elif isinstance(sub, gym.spaces.Tuple):
+            if not sub.spaces:
+                raise SpaceError("an empty Tuple observation carries nothing to learn from")
+            for i, child in enumerate(sub.spaces):
+                walk(child, (*path, i))
+        elif isinstance(sub, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
+            leaves.append(ObsLeaf(path, sub, ONEHOT))
+        elif isinstance(sub, gym.spaces.Box):
+            layout = image_layout(sub)
+            if layout is None:
+                leaves.append(ObsLeaf(path, sub, FLAT))
+            else:
+                leaves.append(ObsLeaf(path, sub, IMAGE, channels_first=layout == "chw"))
+        elif isinstance(sub, gym.spaces.MultiBinary):
+            leaves.append(ObsLeaf(path, sub, FLAT))
+        else:
+            raise SpaceError(
+                f"{type(sub).__name__} observations ({sub}) have no default encoding; "
+                "convert them to Box/Discrete in the env, or give a custom_model"
+            )
+
+    walk(space, ())
+    return leaves
+
+
+def pick(obs: Any, path: tuple[Any, ...]) -> Any:
+    """The part of an observation at ``path`` (see :attr:`ObsLeaf.path`)."""
+    for key in path:
+        obs = obs[key]
+    return obs
+
+
+def nest(space: gym.Space, parts: dict[tuple[Any, ...], Any]) -> Any:
+    """The inverse of :func:`pick` over all leaves: an observation of ``space`` from its parts by path."""
+
+    def build(sub: gym.Space, path: tuple[Any, ...]) -> Any:
+        if isinstance(sub, gym.spaces.Dict):
+            return {key: build(child, (*path, key)) for key, child in sub.spaces.items()}
+        if isinstance(sub, gym.spaces.Tuple):
+            return tuple(build(child, (*path, i)) for i, child in enumerate(sub.spaces))
+        return parts[path]
+
+    return build(space, ())
+
+
+@dataclass(frozen=True)
+class ActLeaf:
+    """One part of an action and where its distribution inputs sit."""
+
+    path: tuple[Any, ...]
+    space: gym.Space
+    start: int  # first column in the action distribution inputs
+    width: int  # columns it takes there
+    mask_start: int | None  # first mask entry (discrete leaves only)
+
+    @property
+    def discrete(self) -> bool:
+        return self.mask_start is not None
+
+    @property
+    def choices(self) -> int:
+        """Mask entries of a discrete leaf (0 for a Box)."""
+        return self.width if self.discrete else 0
+
+
+def action_leaves(space: gym.Space) -> list[ActLeaf]:
+    """The parts of an action space in RLlib's distribution order (Dict keys sorted); raises SpaceError."""
+    leaves: list[ActLeaf] = []
+    columns = mask = 0
+
+    def walk(sub: gym.Space, path: tuple[Any, ...]) -> None:
+        nonlocal columns, mask
+        if isinstance(sub, gym.spaces.Tuple):
+            for i, child in enumerate(sub.spaces):
+                walk(child, (*path, i))
+            return
+        if isinstance(sub, gym.spaces.Dict):
+            for key in sorted(sub.spaces):
+                walk(sub.spaces[key], (*path, key))
+            return
+        if isinstance(sub, gym.spaces.Box):
+            if len(sub.shape) > 1:
+                raise SpaceError(f"a Box action of shape {sub.shape} has no default distribution; flatten it")
+            if np.issubdtype(sub.dtype, np.integer):
+                raise SpaceError(
+                    f"an integer Box action ({sub}) has no default distribution; use MultiDiscrete"
+                )
+            width = 2 * int(np.prod(sub.shape))
+            leaves.append(ActLeaf(path, sub, columns, width, None))
+        elif isinstance(sub, gym.spaces.Discrete):
+            width = int(sub.n)
+            leaves.append(ActLeaf(path, sub, columns, width, mask))
+            mask += width
+        elif isinstance(sub, gym.spaces.MultiDiscrete):
+            if sub.nvec.ndim != 1:
+                raise SpaceError(
+                    f"a MultiDiscrete action of shape {sub.nvec.shape} has no default distribution"
+                )
+            width = int(np.sum(sub.nvec))
+            leaves.append(ActLeaf(path, sub, columns, width, mask))
+            mask += width
+        else:
+            raise SpaceError(f"{type(sub).__name__} actions ({sub}) have no default distribution")
+        columns += width
+
+    walk(space, ())
+    return leaves
+
+
+def mask_size(action_space: gym.Space) -> int:
+    """Entries an action mask must have for this action space (0: nothing to mask)."""
+    return sum(leaf.choices for leaf in action_leaves(action_space))
+
+
+def split_mask(action_space: gym.Space, mask: np.ndarray) -> Any:
+    """A flat mask -> the ``mask=`` argument of ``action_space.sample`` (per leaf, per branch)."""
+    flat = np.asarray(mask, dtype=np.int8).ravel()
+
+    def per_branch(sub: gym.Space, start: int) -> Any:
+        if isinstance(sub, gym.spaces.Discrete):
+            return flat[start : start + int(sub.n)]
+        bounds = np.cumsum([0, *sub.nvec.tolist()]) + start
+        return tuple(flat[lo:hi] for lo, hi in itertools.pairwise(bounds))
+
+    by_path = {leaf.path: leaf for leaf in action_leaves(action_space)}
+
+    def build(sub: gym.Space, path: tuple[Any, ...]) -> Any:
+        if isinstance(sub, gym.spaces.Tuple):
+            return tuple(build(child, (*path, i)) for i, child in enumerate(sub.spaces))
+        if isinstance(sub, gym.spaces.Dict):
+            return {key: build(child, (*path, key)) for key, child in sub.spaces.items()}
+        leaf = by_path[path]
+        return per_branch(sub, leaf.mask_start) if leaf.discrete else None
+
+    return build(action_space, ())
+
+
+def allowed_version(action_space: gym.Space, action: Any, mask: np.ndarray) -> Any:
+    """``action`` with each forbidden discrete choice replaced by the first allowed one of its branch."""
+    per_leaf = split_mask(action_space, mask)
+
+    def fix(sub: gym.Space, value: Any, allowed: Any) -> Any:
+        if isinstance(sub, gym.spaces.Tuple):
+            return tuple(fix(s, v, a) for s, v, a in zip(sub.spaces, value, allowed, strict=True))
+        if isinstance(sub, gym.spaces.Dict):
+            return {k: fix(s, value[k], allowed[k]) for k, s in sub.spaces.items()}
+        if isinstance(sub, gym.spaces.Discrete):
+            choice = int(value) - int(sub.start)
+            return value if allowed[choice] or not allowed.any() else int(sub.start) + int(np.argmax(allowed))
+        if isinstance(sub, gym.spaces.MultiDiscrete):
+            out = np.array(value, copy=True)
+            for i, branch in enumerate(allowed):
+                if not branch[int(out[i])] and branch.any():
+                    out[i] = int(np.argmax(branch))
+            return out
+        return value
+
+    return fix(action_space, action, per_leaf)
+
+
+def sample_allowed(action_space: gym.Space, observation: Any) -> Any:
+    """A random action; only allowed ones when the observation carries an action mask."""
+    if isinstance(observation, dict) and MASK_KEY in observation and mask_size(action_space):
+        return action_space.sample(mask=split_mask(action_space, observation[MASK_KEY]))
+    return action_space.sample()
+
+
+def describe_space(space: gym.Space) -> str:
+    """A short human description: ``Discrete(3)``, ``24x24x3 uint8 image``, ``Box(4,)``."""
+    if isinstance(space, gym.spaces.Box):
+        layout = image_layout(space)
+        if layout is not None:
+            dims = "x".join(str(d) for d in space.shape)
+            return f"{dims} {space.dtype} image" + (" (channels first)" if layout == "chw" else "")
+        return f"Box{space.shape}"
+    if isinstance(space, gym.spaces.Discrete):
+        return f"Discrete({space.n})"
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return f"MultiDiscrete({space.nvec.tolist()})"
+    if isinstance(space, gym.spaces.MultiBinary):
+        return f"MultiBinary({space.n})"
+    if isinstance(space, gym.spaces.Dict):
+        if has_action_mask(space):
+            return f"{describe_space(space[OBS_KEY])} + action mask"
+        return "Dict(" + ", ".join(f"{k}: {describe_space(v)}" for k, v in space.spaces.items()) + ")"
+    if isinstance(space, gym.spaces.Tuple):
+        return "Tuple(" + ", ".join(describe_space(s) for s in space.spaces) + ")"
+    return str(space)
+
+
+def describe_actions(space: gym.Space) -> str:
+    """``Discrete(5)``, ``2 continuous``, ``hybrid 1 continuous + Discrete(3)``."""
+    leaves = action_leaves(space)
+    continuous = sum(leaf.width // 2 for leaf in leaves if not leaf.discrete)
+    parts = [f"{continuous} continuous"] if continuous else []
+    parts += [describe_space(leaf.space) for leaf in leaves if leaf.discrete]
+    text = " + ".join(parts)
+    return f"hybrid {text}" if continuous and len(parts) > 1 else text

@@ -1,0 +1,309 @@
+"""``rollout.py --export-onnx FILE``: the trained policy network as an ONNX model.
+
+Inputs, one per part of the observation as the env returns it (see
+:func:`~envsdk.envs.default_models.spaces.observation_leaves`): ``observations``
+for a plain observation, else the Dict keys (``camera``, ``sensors.depth``)
+or ``obs_0``, ``obs_1``... for Tuple parts, each in the env's dtype (int64
+for Discrete parts); plus ``action_mask`` (float32, 1 = allowed) for envs
+with action masks.  The network does its own preprocessing (one-hot,
+image scaling), so raw observations go in.
+
+Outputs, one per part of the action:
+
+* a discrete part: ``logits`` (``logits_<part>`` for Tuple/Dict actions):
+  the argmax of each branch is the greedy choice; forbidden choices are at
+  -1e9;
+* a continuous part: ``means`` (``means_<part>``): the greedy action as the
+  env receives it, mapped to the action bounds and clipped exactly as
+  training's ``normalize_actions``/``clip_actions`` did;
+* DQN: ``q_values`` (forbidden actions at -inf); the argmax is the action.
+
+RLlib's own ONNX export covers old-stack policies only (ray #45526); here a
+small torch wrapper calls the RLModule's inference forward pass (or the
+ModelV2's forward, Box observations only) and is exported with torch's
+TorchScript-based exporter.  After writing, the file is run with
+onnxruntime on sampled observations and compared with torch; a mismatch is
+an error, not a silent bad file.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from torch.onnx.symbolic_helper import parse_args
+
+from envsdk.envs.base import MASK_KEY, OBS_KEY, has_action_mask
+from envsdk.envs.default_models.spaces import (
+    ActLeaf,
+    ObsLeaf,
+    SpaceError,
+    action_leaves,
+    inner_space,
+    mask_size,
+    nest,
+    observation_leaves,
+)
+from envsdk.errors import UserError
+from envsdk.evaluation.restore import Restored
+from envsdk.training.observation_filter import Statistics, saved_statistics
+
+OPSET = 17
+MASK_INPUT = "action_mask"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one policy's observations and actions map to ONNX inputs and outputs."""
+
+    observation_space: gym.Space
+    action_space: gym.Space
+    obs: list[ObsLeaf]
+    actions: list[ActLeaf]
+    masked: bool
+    q_values: bool  # DQN: one output of Q-values instead of distribution inputs
+
+    @property
+    def input_names(self) -> list[str]:
+        plain = len(self.obs) == 1 and not self.obs[0].path
+        names = ["observations"] if plain else [leaf.name for leaf in self.obs]
+        return [*names, MASK_INPUT] if self.masked else names
+
+    @property
+    def output_names(self) -> list[str]:
+        if self.q_values:
+            return ["q_values"]
+        single = len(self.actions) == 1
+        names = []
+        for leaf in self.actions:
+            kind = "logits" if leaf.discrete else "means"
+            names.append(kind if single else f"{kind}_{'.'.join(map(str, leaf.path))}")
+        return names
+
+
+class _Policy(torch.nn.Module):
+    """Raw observation parts (+ mask) -> one output per action part, as one plain forward."""
+
+    def __init__(
+        self,
+        module: Any,
+        layout: Layout,
+        bounds: tuple[bool, bool],
+        squashed: bool,
+        obs_filter: Statistics | None,
+    ):
+        super().__init__()
+        self.module = module
+        self.layout = layout
+        self.normalize, self.clip = bounds
+        self.squashed = squashed
+        self.obs_filter = obs_filter
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        from ray.rllib.core.columns import Columns
+
+        layout = self.layout
+        paths = [leaf.path for leaf in layout.obs]
+        if self.obs_filter is not None:  # the env-to-module connector of training, baked in
+            inputs = tuple(self.obs_filter.apply(p, x) for p, x in zip(paths, inputs, strict=False)) + tuple(
+                inputs[len(paths) :]
+            )
+        parts = dict(zip(paths, inputs, strict=False))
+        obs: Any = nest(inner_space(layout.observation_space), parts)
+        if layout.masked:
+            obs = {OBS_KEY: obs, MASK_KEY: inputs[-1]}
+        batch = {Columns.OBS: obs}
+        if layout.q_values:
+            from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
+
+            return (self.module.compute_q_values(batch)[QF_PREDS],)
+        raw = self.module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
+        return tuple(self._output(raw[..., a.start : a.start + a.width], a) for a in layout.actions)
+
+    def _output(self, columns: torch.Tensor, leaf: ActLeaf) -> torch.Tensor:
+        if leaf.discrete:
+            return columns
+        means = columns[..., : leaf.width // 2]
+        if self.squashed:
+            means = torch.tanh(means)
+        space = leaf.space
+        low = torch.as_tensor(space.low, dtype=torch.float32)
+        high = torch.as_tensor(space.high, dtype=torch.float32)
+        bounded = bool(space.is_bounded("both"))
+        if self.normalize and bounded:  # as RLlib's unsquash_action: onto the bounds, clipped
+            means = low + (means + 1.0) * (high - low) / 2.0
+        if (self.normalize and bounded) or (self.clip and not self.normalize):
+            means = torch.maximum(torch.minimum(means, high), low)
+        return means
+
+
+class _ModelV2Policy(torch.nn.Module):
+    """Old API stack: Box observations (+ mask) -> the ModelV2's outputs."""
+
+    def __init__(self, model: Any, layout: Layout):
+        super().__init__()
+        self.model = model
+        self.layout = layout
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        obs: Any = {OBS_KEY: inputs[0], MASK_KEY: inputs[1]} if self.layout.masked else inputs[0]
+        out, _ = self.model({"obs": obs}, [], None)
+        leaf = self.layout.actions[0]
+        return (out if leaf.discrete else out[..., : leaf.width // 2],)
+
+
+@parse_args("v", "is", "i", "none")
+def _nanmean(g: Any, x: Any, dim: list[int], keep: int, dtype: Any) -> Any:
+    """ONNX for ``torch.nanmean`` (RLlib's dueling DQN head uses it): sum of non-NaN / their count."""
+    axes = g.op("Constant", value_t=torch.tensor(dim, dtype=torch.long))
+    nan = g.op("IsNaN", x)
+    zero = g.op("Constant", value_t=torch.tensor(0.0))
+    total = g.op("ReduceSum", g.op("Where", nan, zero, x), axes, keepdims_i=keep)
+    count = g.op("ReduceSum", g.op("Cast", g.op("Not", nan), to_i=1), axes, keepdims_i=keep)  # 1: float
+    return g.op("Div", total, count)
+
+
+def layout_for(obs_space: gym.Space, act_space: gym.Space, q_values: bool = False) -> Layout:
+    try:
+        return Layout(
+            obs_space,
+            act_space,
+            observation_leaves(inner_space(obs_space)),
+            action_leaves(act_space),
+            has_action_mask(obs_space),
+            q_values,
+        )
+    except SpaceError as err:
+        raise UserError(
+            f"--export-onnx: {err}", "export the network yourself with torch.onnx.export"
+        ) from err
+
+
+def _policies(restored: Restored) -> dict[str, torch.nn.Module]:
+    """policy id -> a torch module taking the ONNX inputs, in eval mode."""
+    if not restored.new_stack:
+        from ray.rllib.policy.policy import Policy
+
+        out: dict[str, torch.nn.Module] = {}
+        for pid, policy in Policy.from_checkpoint(restored.checkpoint).items():
+            space = getattr(policy.observation_space, "original_space", policy.observation_space)
+            layout = layout_for(space, policy.action_space)
+            if [leaf.kind for leaf in layout.obs] != ["flat"] or len(layout.actions) != 1:
+                raise UserError(
+                    f"--export-onnx takes old-stack (ModelV2) policies with one Box observation, not {space}",
+                    "export the network yourself with torch.onnx.export",
+                )
+            out[pid] = _ModelV2Policy(policy.model, layout).eval()
+        return out
+    from ray.rllib.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
+    from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGaussian
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    found = sorted(p for p in restored.module_dir.iterdir() if (p / "module_state.pkl").is_file())
+    config = restored.config
+    bounds = (bool(config.normalize_actions), bool(config.clip_actions))
+    out = {}
+    for path in found:
+        module = RLModule.from_checkpoint(path)
+        module.eval()
+        q_values = isinstance(module, DefaultDQNRLModule)
+        layout = layout_for(module.observation_space, module.action_space, q_values=q_values)
+        dist = module.get_inference_action_dist_cls() if not layout.q_values else None
+        squashed = isinstance(dist, type) and issubclass(dist, TorchSquashedGaussian)
+        obs_filter = saved_statistics(restored, module)
+        out[path.name] = _Policy(module, layout, bounds, squashed, obs_filter).eval()
+    return out
+
+
+def sample_inputs(layout: Layout, batch: int, seed: int) -> dict[str, np.ndarray]:
+    """Random feeds: sampled observation parts, and masks that allow at least one choice per branch."""
+    feeds = {}
+    for name, leaf in zip(layout.input_names, layout.obs, strict=False):
+        leaf.space.seed(seed)
+        values = np.stack([np.asarray(leaf.space.sample()) for _ in range(batch)])
+        feeds[name] = values.astype(np.float32) if values.dtype == np.float64 else values
+    if layout.masked:
+        rng = np.random.default_rng(seed)
+        mask = (rng.random((batch, mask_size(layout.action_space))) < 0.6).astype(np.float32)
+        for leaf in layout.actions:
+            if leaf.discrete:
+                sizes = (
+                    [int(leaf.space.n)] if isinstance(leaf.space, gym.spaces.Discrete) else leaf.space.nvec
+                )
+                start = leaf.mask_start
+                for size in sizes:
+                    mask[np.arange(batch), start + rng.integers(int(size), size=batch)] = 1.0
+                    start += int(size)
+        feeds[MASK_INPUT] = mask
+    return feeds
+
+
+def greedy(outputs: list[np.ndarray], layout: Layout) -> list[np.ndarray]:
+    """What the outputs choose: argmax per discrete branch, the values of continuous ones."""
+    if layout.q_values:
+        return [outputs[0].argmax(-1)]
+    chosen = []
+    for out, leaf in zip(outputs, layout.actions, strict=True):
+        if not leaf.discrete:
+            chosen.append(out)
+        elif isinstance(leaf.space, gym.spaces.Discrete):
+            chosen.append(out.argmax(-1))
+        else:
+            splits = np.cumsum(leaf.space.nvec)[:-1]
+            chosen.append(np.stack([b.argmax(-1) for b in np.split(out, splits, axis=-1)], axis=-1))
+    return chosen
+
+
+def export(restored: Restored, path: Path, seed: int = 0) -> dict[str, Path]:
+    """Write one ONNX file per policy (``FILE`` itself for a single policy); verified."""
+    policies = _policies(restored)
+    torch.onnx.register_custom_op_symbolic("aten::nanmean", _nanmean, OPSET)
+    written: dict[str, Path] = {}
+    for pid, policy in policies.items():
+        layout: Layout = policy.layout  # type: ignore[assignment]
+        target = path if len(policies) == 1 else path.with_name(f"{path.stem}_{pid}{path.suffix}")
+        feeds = sample_inputs(layout, 8, seed)
+        names = layout.input_names
+        args = tuple(torch.from_numpy(feeds[n]) for n in names)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.part")
+        outputs = layout.output_names
+        # torch's exporter warns about its own deprecation and about tracing details that
+        # the parity check below verifies for real.
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                policy,
+                args,
+                str(tmp),
+                input_names=names,
+                output_names=outputs,
+                dynamic_axes={n: {0: "batch"} for n in [*names, *outputs]},
+                opset_version=OPSET,
+                dynamo=False,
+            )
+            expected = [t.numpy() for t in policy(*args)]
+        check_parity(tmp, feeds, expected, layout)
+        os.replace(tmp, target)
+        written[pid] = target
+    return written
+
+
+def check_parity(
+    path: Path, feeds: dict[str, np.ndarray], expected: list[np.ndarray], layout: Layout
+) -> None:
+    """onnxruntime must reproduce torch's greedy actions on the same inputs."""
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    got = greedy(session.run(None, feeds), layout)
+    for g, want in zip(got, greedy(expected, layout), strict=True):
+        same = np.array_equal(g, want) if g.dtype.kind in "iu" else np.allclose(g, want, atol=1e-4)
+        if not same:
+            raise RuntimeError(f"ONNX export {path} disagrees with torch on the same inputs")

@@ -1,0 +1,149 @@
+"""Reading a checkpoint back: its algorithm, config and env, without building an Algorithm.
+
+``Algorithm.from_checkpoint`` rebuilds the whole training set-up (every env
+runner and learner, on the resources training had), which fails on a
+smaller machine (ray #36761).  Evaluation needs far less: the config the env
+runners were built from, the module weights and the connector state.  This
+module loads exactly that, after :func:`envsdk.training.checkpoints.verify` has
+checked the files, and re-resolves the env as ``train.py`` did (module path
+next to the YAML the run came from).
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ray
+
+from envsdk.envs.imports import add_to_sys_path
+from envsdk.envs.registry import ResolvedEnv, resolve_env
+from envsdk.errors import UserError
+from envsdk.training.checkpoints import RLLIB_MARKER, verify
+
+ENV_RUNNER_DIR = "env_runner"
+MODULE_DIR = Path("learner_group") / "learner" / "rl_module"
+POLICIES_DIR = "policies"
+
+
+@dataclass
+class Restored:
+    """What a checkpoint holds, ready to evaluate."""
+
+    checkpoint: Path
+    algorithm: str
+    new_stack: bool
+    config: Any  # AlgorithmConfig (new API stack) or the config dict (old API stack)
+    env: ResolvedEnv
+    env_config: dict[str, Any]
+    multi_agent: bool
+    search_paths: list[Path]
+    worker_state: dict[str, Any] = field(default_factory=dict)  # old stack: filters, mapping fn
+
+    @property
+    def module_dir(self) -> Path:
+        return self.checkpoint / MODULE_DIR
+
+
+def _unpickle(path: Path, written_by: str) -> Any:
+    try:
+        with path.open("rb") as fh:
+            return pickle.load(fh)
+    except ModuleNotFoundError as err:
+        raise UserError(
+            f"the checkpoint needs the Python module '{err.name}', which cannot be imported here",
+            "run from the folder the run was trained in, or add the module's folder to PYTHONPATH",
+        ) from err
+    except Exception as err:
+        mismatch = written_by != ray.__version__
+        raise UserError(
+            f"cannot read {path.name} of {path.parent}: {type(err).__name__}: {err}",
+            f"written by Ray {written_by}, this is Ray {ray.__version__}: evaluate with Ray {written_by}"
+            if mismatch
+            else "the checkpoint is damaged: pick another one",
+        ) from err
+
+
+def _check_version(checkpoint: Path) -> str:
+    try:
+        meta = json.loads((checkpoint / RLLIB_MARKER).read_text())
+    except ValueError as err:
+        raise UserError(
+            f"damaged checkpoint {checkpoint}: {RLLIB_MARKER} is not JSON", "pick another checkpoint"
+        ) from err
+    written_by = str(meta.get("ray_version", "unknown"))
+    if written_by.split(".")[0] != ray.__version__.split(".")[0]:
+        raise UserError(
+            f"{checkpoint} was written by Ray {written_by}; this is Ray {ray.__version__}, "
+            "which cannot read it",
+            f"retrain with this tool, or evaluate it with Ray {written_by}",
+        )
+    return written_by
+
+
+def load(
+    checkpoint: Path,
+    run: str | None = None,
+    env: str | None = None,
+    env_config: dict[str, Any] | None = None,
+) -> Restored:
+    """Verify ``checkpoint`` and read its algorithm, config and env."""
+    manifest = verify(checkpoint) or {"run": {}}
+    written_by = _check_version(checkpoint)
+    info = manifest["run"]
+    search = [Path(p) for p in info.get("search_paths", [])] or [Path.cwd()]
+    add_to_sys_path(search)
+
+    new_stack = (checkpoint / ENV_RUNNER_DIR).is_dir()
+    worker_state: dict[str, Any] = {}
+    if new_stack:
+        algo_class = _unpickle(checkpoint / "class_and_ctor_args.pkl", written_by)["class"]
+        ctor = _unpickle(checkpoint / ENV_RUNNER_DIR / "class_and_ctor_args.pkl", written_by)
+        config = ctor["ctor_args_and_kwargs"][1]["config"]
+        env_ref, base_config = config.env, dict(config.env_config or {})
+        multi_agent = config.is_multi_agent
+    else:
+        state = _unpickle(checkpoint / "algorithm_state.pkl", written_by)
+        algo_class, config = state["algorithm_class"], state["config"]
+        if not isinstance(config, dict):
+            config = config.to_dict()
+        env_ref, base_config = config.get("env"), dict(config.get("env_config") or {})
+        worker_state = state.get("worker", {})
+        multi_agent = worker_state.get("policy_ids", ["default_policy"]) != ["default_policy"]
+        _register_old_stack_model(config, search[0])
+
+    algorithm = algo_class.__name__
+    if run and run.upper() != algorithm.upper():
+        raise UserError(
+            f"--run {run} does not match the checkpoint, which was trained with {algorithm}",
+            f"drop --run or pass --run {algorithm}",
+        )
+    env_ref = env or info.get("env") or env_ref
+    resolved = resolve_env(env_ref if isinstance(env_ref, str) else None, search)
+    return Restored(
+        checkpoint=checkpoint,
+        algorithm=algorithm,
+        new_stack=new_stack,
+        config=config,
+        env=resolved,
+        env_config={**base_config, **(env_config or {})},
+        multi_agent=multi_agent,
+        search_paths=search,
+        worker_state=worker_state,
+    )
+
+
+def _register_old_stack_model(config: dict[str, Any], yaml_dir: Path) -> None:
+    """ModelV2 plugins are referenced by name: register them again in this process."""
+    name = (config.get("model") or {}).get("custom_model")
+    if not isinstance(name, str):
+        return
+    from ray.rllib.models import ModelCatalog
+
+    from envsdk.envs.plugins import load_model, search_path
+
+    plugin = load_model(name, search_path(yaml_dir))
+    ModelCatalog.register_custom_model(name, plugin.cls)

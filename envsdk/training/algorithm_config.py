@@ -1,0 +1,542 @@
+"""Turn an experiment's ``config:`` mapping into an RLlib 2.60 AlgorithmConfig.
+
+Every config key a YAML file may hold is handled in this module:
+
+* Ray 1.x names are translated (:mod:`envsdk.config.legacy`), one notice each;
+* any other key must be a 2.60 config key of the chosen algorithm, else a
+  UserError names the key, its ``file:line`` and the closest valid names;
+* ``{grid_search|choice|uniform|loguniform|randint|...: [...]}`` values
+  become Tune search spaces;
+* ``env``/``env_config`` pick the environment (:mod:`envsdk.envs.registry`);
+* ``model: {custom_model: NAME, custom_model_config: {...}}`` loads a plugin
+  (:mod:`envsdk.envs.plugins`); other ``model`` keys become the new stack's
+  ``model_config``;
+* ``curriculum: module.fn`` installs :func:`envsdk.envs.curriculum.apply_curriculum`;
+* ``policies`` (a list of ids), ``policy_mapping_fn`` (an import path) and
+  ``policies_to_train`` go to ``config.multi_agent``; the Ray 1.x
+  ``multiagent: {...}`` sub-dict is flattened into them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import functools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.policy.policy import PolicySpec
+
+from envsdk.config import legacy, offline
+from envsdk.config.experiment import Experiment
+from envsdk.config.validation import SEARCH_SPACES, check_config_value, search_domain
+from envsdk.config.yamlio import LineDict
+from envsdk.envs.base import hooks
+from envsdk.envs.checker import AGENT, EnvInfo, preflight, unbuilt
+from envsdk.envs.curriculum import apply_curriculum
+from envsdk.envs.default_models.choice import check_modules, module_spec
+from envsdk.envs.imports import import_ref
+from envsdk.envs.plugins import load_model, search_path
+from envsdk.envs.registry import ResolvedEnv, resolve_env
+from envsdk.errors import UserError, closest, did_you_mean
+from envsdk.notices import notice, quiet_rllib
+from envsdk.training import observation_filter
+from envsdk.training.callbacks import add_callback
+
+_MISSING = object()
+SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces the plain value
+# Keys handled by this module itself (checked where they are used), not by their RLlib default's type.
+NOT_TYPE_CHECKED = {"input", "env", "env_config", "model", "model_config", "curriculum", "callbacks",
+                    "policies",
+                    "policy_mapping_fn", "policies_to_train", "multiagent"}  # fmt: skip
+# Keys this tool adds on top of RLlib's, or accepts in their Python-API spelling.
+EXTRA_KEYS = {"curriculum", "model_config", "lambda_", "env", "env_config", "multiagent", "horizon"}
+MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
+MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
+
+
+def algorithm_class(run: str) -> type:
+    from ray.rllib.algorithms.registry import ALGORITHMS
+
+    removed = legacy.removed_algorithm(run)
+    if removed is not None and run not in ALGORITHMS:
+        nearest = (
+            f"the nearest is {removed.algorithm}" if removed.algorithm else "none of its algorithms is close"
+        )
+        rerun = f": write 'run: {removed.algorithm}', or pass --translate-algo" if removed.safe else ""
+        raise UserError(
+            f"'run: {run}' was removed from RLlib ({removed.why})",
+            f"RLlib 2.60 has {', '.join(ALGORITHMS)}; {nearest}{rerun}",
+        )
+    if run not in ALGORITHMS:
+        match = {a.lower(): a for a in ALGORITHMS}.get(run.lower())
+        raise UserError(
+            f"unknown algorithm 'run: {run}'",
+            f"did you mean '{match}'?" if match else f"RLlib 2.60 has: {', '.join(ALGORITHMS)}",
+        )
+    # Import only the chosen algorithm: Tune's registry would import every
+    # algorithm (DreamerV3's import alone builds an env and warns).
+    return ALGORITHMS[run]()[0]
+
+
+@dataclass
+class BuiltConfig:
+    """An experiment's algorithm config plus what the runner needs beside it."""
+
+    algo_class: type
+    config: AlgorithmConfig
+    env: ResolvedEnv
+    env_info: EnvInfo
+    search_space: dict[str, Any] = field(default_factory=dict)
+    search_paths: list[Path] = field(default_factory=list)
+    auto_runners: bool = False  # num_env_runners: auto, sized once Ray is up (see size_env_runners)
+    models: list[str] = field(default_factory=list)  # "policy: what its network is", one per policy
+    user_keys: set[str] = field(default_factory=set)  # config keys the YAML or --config set (2.60 names)
+    max_concurrent: int | None = None  # Tune trials at once, when they do not all fit (resources.fit)
+
+    def size_env_runners(self, cluster_cpus: float) -> int | None:
+        """``num_env_runners: auto``: every CPU of the cluster but the algorithm's and the learners'."""
+        if not self.auto_runners:
+            return None
+        c = self.config
+
+        def number(value: Any) -> float:  # RLlib writes "auto" for some of these
+            return float(value) if isinstance(value, int | float) and value else 1.0
+
+        learners = (c.num_learners or 0) * number(c.num_cpus_per_learner)
+        reserved = number(c.num_cpus_for_main_process) + learners
+        per_runner = number(c.num_cpus_per_env_runner)
+        count = max(0, int((cluster_cpus - reserved) // per_runner))
+        c.env_runners(num_env_runners=count)
+        return count
+
+    def param_space(self) -> dict[str, Any]:
+        """The dict handed to Tune: the config with search spaces overlaid."""
+        space = self.config.to_dict()
+        for path, domain in self.search_space.items():
+            node = space
+            # The new stack keeps model_config in a private attribute.
+            *parents, leaf = ("_model_config", *path[1:]) if path[0] == "model_config" else path
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = domain
+        return space
+
+
+def _search_space(value: Any, where: str) -> Any | None:
+    """The Tune domain a ``{op: [...]}`` value stands for (None for any other value)."""
+    if isinstance(value, dict) and len(value) == 1:
+        op, arg = next(iter(value.items()))
+        if op in SEARCH_SPACES:
+            return search_domain(op, arg, where)
+    return None
+
+
+def _extract_search_spaces(values: dict, where: Any, prefix: tuple = ()) -> dict[tuple, Any]:
+    """Replace search-space values by a representative, returning the domains.
+
+    ``where(key)`` names the YAML line of a top-level key (nested ones report their top key's).
+    """
+    found: dict[tuple, Any] = {}
+    for key, value in list(values.items()):
+        line = where(prefix[0] if prefix else key)
+        domain = _search_space(value, line)
+        if domain is not None:
+            found[(*prefix, key)] = domain
+            values[key] = next(iter(value.values()))[0]
+        elif isinstance(value, dict) and key != "env_config":
+            found.update(_extract_search_spaces(value, where, (*prefix, key)))
+    return found
+
+
+def _candidates(domain: Any) -> list[Any]:
+    """The values a search space may give (grid and choice), or its bounds."""
+    if isinstance(domain, dict) and "grid_search" in domain:
+        return list(domain["grid_search"])
+    if hasattr(domain, "categories"):
+        return list(domain.categories)
+    return [getattr(domain, "lower", None), getattr(domain, "upper", None)]
+
+
+def _check_values(
+    values: LineDict, defaults: dict[str, Any], search: dict[tuple, Any], spelled: dict[str, str]
+) -> None:
+    """Every RLlib config value against the type of RLlib's default (every candidate of a search space)."""
+    for key, value in list(values.items()):
+        default = defaults.get(key, defaults.get(key.rstrip("_"), _MISSING))
+        if key in NOT_TYPE_CHECKED or default is _MISSING:
+            continue
+        where, name = values.where(key), spelled.get(key, key)
+        for candidate in _candidates(search[(key,)]) if (key,) in search else []:
+            check_config_value(key, candidate, default, where, name)
+        values[key] = check_config_value(key, value, default, where, name)
+
+
+def _resolve_callbacks(values: dict[str, Any], paths: list[Path]) -> None:
+    """``callbacks_on_<event>: module.fn`` (or a list) and Ray 1.x ``callbacks: module.Class`` imported."""
+    for key, value in list(values.items()):
+        if key == "callbacks" and isinstance(value, str):
+            values[key] = import_ref(value, paths, what="callbacks class")
+        elif key.startswith("callbacks_on_") and value is not None:
+            refs = value if isinstance(value, list) else [value]
+            hooks = [import_ref(r, paths, what=key) if isinstance(r, str) else r for r in refs]
+            values[key] = hooks if isinstance(value, list) else hooks[0]
+
+
+def translate(
+    raw: LineDict, valid: set[str], algorithm: str, lenient: bool = False
+) -> tuple[LineDict, dict[str, str]]:
+    """Ray 1.x keys -> 2.60 keys and values (:mod:`envsdk.config.legacy`), each with one notice.
+
+    Returns the translated mapping (keeping each key's line) and new name ->
+    the YAML's name.  Unknown keys are errors naming file:line, or with
+    ``lenient`` (``--translate-algo``: the file was written for another
+    algorithm) dropped with a notice.
+    """
+    out = LineDict()
+    out.source = raw.source
+    spelled: dict[str, str] = {}
+    ctx_valid = frozenset(valid)
+
+    def put(key: str, value: Any, old: str) -> None:
+        if key in out and isinstance(out[key], dict) and isinstance(value, dict):
+            out[key] = merge(out[key], value)  # e.g. Q_model and policy_model into model_config
+            return
+        if key in out and old in legacy.CONFIG_KEYS and key in SCHEDULED:
+            notice(f"config key '{old}' replaces '{key}': the schedule wins, as in Ray 1.x")
+        elif key in out:
+            raise UserError(
+                f"{raw.where(old)}: '{old}' sets '{key}', which {raw.where(spelled[key])} sets already",
+                "keep one of the two",
+            )
+        out[key], out.lines[key], spelled[key] = value, raw.lines.get(old, 0), old
+
+    for key, value in raw.items():
+        if key in legacy.REMOVED_CONFIG_KEYS:
+            raise UserError(f"{raw.where(key)}: config key '{key}' was removed from RLlib",
+                            legacy.REMOVED_CONFIG_KEYS[key])  # fmt: skip
+        if key in legacy.DROPPED_CONFIG_KEYS:
+            notice(f"config key '{key}' dropped: {legacy.DROPPED_CONFIG_KEYS[key]}")
+            continue
+        if key in legacy.REWRITES:
+            moved, why = legacy.REWRITES[key].apply(
+                value, legacy.Context(algorithm, ctx_valid, raw.where(key))
+            )
+            if why:
+                notice(f"config key '{key}': {why}")
+            for new_key, new_value in moved.items():
+                put(new_key, new_value, key)
+            continue
+        new = legacy.CONFIG_KEYS.get(key, key)
+        if new != key and new not in valid:
+            notice(f"config key '{key}' dropped: {algorithm} in RLlib 2.60 has no '{new}'")
+            continue
+        if new != key:
+            notice(f"config key '{key}' is now '{new}'")
+        elif key not in valid:
+            if lenient:
+                notice(f"config key '{key}' dropped: {algorithm} has no such setting (--translate-algo)")
+                continue
+            near = closest(key, valid | set(legacy.CONFIG_KEYS))
+            raise UserError(
+                f"{raw.where(key)}: unknown config key '{key}'",
+                f"did you mean {', '.join(repr(n) for n in near)}?"
+                if near
+                else "see the README's config section for valid keys",
+            )
+        put(new, value, key)
+    legacy.split_learning_rate(out, valid, algorithm)
+    if out.pop("_fake_gpus", False):
+        out.pop("num_gpus", None)
+        out.pop("num_gpus_per_learner", None)
+    multiagent = out.pop("multiagent", None)
+    if multiagent:
+        notice("config key 'multiagent' is now top-level policies / policy_mapping_fn / ...")
+        for key, value in multiagent.items():
+            out.setdefault(key, value)
+            out.lines.setdefault(key, raw.lines.get("multiagent", 0))
+    if isinstance(out.get("evaluation_config"), dict):  # its keys are config keys too
+        nested = LineDict(out["evaluation_config"])
+        nested.source, nested.lines = raw.source, dict.fromkeys(nested, raw.lines.get("evaluation_config", 0))
+        out["evaluation_config"] = dict(translate(nested, valid, algorithm, lenient)[0])
+    return out, spelled
+
+
+def valid_keys(config: AlgorithmConfig) -> set[str]:
+    """The config keys a YAML may use: the algorithm's (``config.to_dict()``) and :data:`EXTRA_KEYS`.
+
+    A private key of ``to_dict()`` whose public name is a settable property
+    (``_train_batch_size_per_learner``) is valid under that public name.
+    """
+    keys = set(config.to_dict())
+    settable = {
+        k[1:] for k in keys if isinstance(prop := getattr(type(config), k[1:], None), property) and prop.fset
+    }
+    return {k for k in keys if not k.startswith("_")} | settable | EXTRA_KEYS
+
+
+@dataclass
+class ModelSettings:
+    """Where the YAML's ``model``/``model_config`` ended up."""
+
+    old_stack_model: dict[str, Any] = field(default_factory=dict)  # ModelV2 path
+    module_spec: RLModuleSpec | None = None  # an RLModule plugin, or the default module for these spaces
+    model_config: dict[str, Any] = field(default_factory=dict)  # new-stack module settings
+    plugin: str | None = None  # "custom RLModule NAME (path)" for plugins
+
+    @property
+    def old_stack(self) -> bool:
+        return bool(self.old_stack_model.get("custom_model"))
+
+
+def _policy_spaces(info: EnvInfo) -> dict[str, tuple[gym.Space, gym.Space]]:
+    """Spaces to pick the default model for, named for error messages."""
+    if info.policies:
+        return {f"policy '{pid}'": spaces for pid, spaces in info.policies.items()}
+    if not info.multi_agent:
+        return {"the env": info.agent_spaces[AGENT]}
+    return {f"agent '{aid}'": spaces for aid, spaces in info.agent_spaces.items()}
+
+
+def _model_settings(
+    values: dict[str, Any], info: EnvInfo, algo_class: type, run: str, paths: list[Path], where: str
+) -> ModelSettings:
+    """Route ``model``/``model_config`` to the ModelV2 dict, an RLModule plugin or the default module."""
+    model = dict(values.pop("model", None) or {})
+    model_config = dict(values.pop("model_config", None) or {})
+    name = model.pop("custom_model", None)
+    options = dict(model.pop("custom_model_config", None) or {})
+    if name:
+        plugin = load_model(str(name), paths)
+        plugin.check_options(options)
+        if plugin.is_modelv2:
+            from ray.rllib.models import ModelCatalog
+
+            # RLlib passes custom_model_config entries to the constructor as kwargs.
+            ModelCatalog.register_custom_model(plugin.name, plugin.cls)
+            return ModelSettings({**model, "custom_model": plugin.name, "custom_model_config": options})
+        return ModelSettings(
+            module_spec=RLModuleSpec(module_class=plugin.cls),
+            model_config={**model_config, **options},
+            plugin=f"custom RLModule {plugin.name} ({plugin.path})",
+        )
+    unknown = [k for k in model if k not in MODEL_CONFIG_FIELDS]
+    if unknown:
+        raise UserError(
+            f"{where}: unknown model option '{unknown[0]}'",
+            did_you_mean(unknown[0], MODEL_CONFIG_FIELDS) or "see RLlib's DefaultModelConfig",
+        )
+    if model:
+        notice(f"model options {sorted(model)} go to model_config on the new API stack")
+        model_config = {**model, **model_config}
+    if model_config.get("use_lstm"):  # RLlib's learners read it from the config, with no default there
+        model_config.setdefault("max_seq_len", DefaultModelConfig.max_seq_len)
+    spec = module_spec(run, algo_class.get_default_config(), _policy_spaces(info))
+    return ModelSettings(module_spec=spec, model_config=model_config)
+
+
+def _multi_agent_settings(values: dict[str, Any], info: EnvInfo, paths: list[Path]) -> dict[str, Any]:
+    """Settings for ``config.multi_agent``; the env's own policies when the YAML names none."""
+    multi_agent = {k: values.pop(k) for k in MULTI_AGENT_KEYS if k in values}
+    if isinstance(multi_agent.get("policy_mapping_fn"), str):
+        ref = multi_agent["policy_mapping_fn"]
+        multi_agent["policy_mapping_fn"] = import_ref(ref, paths, what="policy_mapping_fn")
+    if isinstance(multi_agent.get("policies"), list):
+        multi_agent["policies"] = set(multi_agent["policies"])
+    if info.policies and "policies" not in multi_agent:
+        specs = info.policies.items()
+        multi_agent["policies"] = {pid: PolicySpec(None, obs, act) for pid, (obs, act) in specs}
+        multi_agent.setdefault("policy_mapping_fn", info.policy_mapping_fn)
+        notice(f"policies from the env: {', '.join(sorted(info.policies))}")
+    return multi_agent
+
+
+def _policy_of(config: AlgorithmConfig, info: EnvInfo) -> dict[str, str]:
+    """Agent id -> policy id for the agents of the env's first observation (where the mapping says)."""
+    if not info.multi_agent:
+        return {AGENT: DEFAULT_MODULE_ID}
+    out = {}
+    for agent in info.first_obs:
+        try:
+            out[agent] = config.policy_mapping_fn(agent, None, worker=None)
+        except Exception:  # a mapping that needs a live episode: its agents are checked in training
+            continue
+    return out
+
+
+def _new_stack_settings(values: LineDict, config: AlgorithmConfig, multi_agent: bool) -> None:
+    """Old-stack settings that the new API stack takes in another form."""
+    if "num_gpus" in values:  # the YAML asked; an algorithm's own default num_gpus is no request
+        gpus = values.pop("num_gpus")
+        if gpus:
+            notice(f"config key 'num_gpus: {gpus}' is num_gpus_per_learner on the new API stack")
+            values.setdefault("num_gpus_per_learner", gpus)
+    n_step = values.get("n_step", config.n_step if hasattr(config, "n_step") else None)
+    longest = max(n_step) if isinstance(n_step, list | tuple) else n_step
+    fragment = values.get("rollout_fragment_length")
+    if isinstance(longest, int) and isinstance(fragment, int) and fragment < longest:
+        notice(f"rollout_fragment_length {fragment} -> {longest}: the new API stack needs at least n_step")
+        values["rollout_fragment_length"] = longest
+    kind = values.pop("observation_filter", "NoFilter")
+    if kind in ("MeanStdFilter", "ConcurrentMeanStdFilter"):
+        notice(
+            f"observation_filter: {kind} is an env-to-module connector on the new API stack "
+            "(each float Box part normalised; saved with checkpoints)"
+        )
+        config.env_runners(
+            env_to_module_connector=functools.partial(
+                observation_filter.mean_std_filter, multi_agent=multi_agent
+            )
+        )
+    elif kind != "NoFilter":
+        raise UserError(
+            f"{values.where('observation_filter')}: observation_filter '{kind}' has no new-API-stack form",
+            "use MeanStdFilter or NoFilter",
+        )
+
+
+def merge(base: dict, extra: dict) -> dict:
+    """``extra`` over ``base``, nested dicts merged key by key (``--config.env_config.x=1``)."""
+    out = dict(base)
+    for key, value in extra.items():
+        nested = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge(out[key], value) if nested else value
+    return out
+
+
+def _continuous_actions(info: EnvInfo) -> bool:
+    """Whether any action space of the env has a Box in it (True when the spaces are unknown)."""
+    spaces = [act for _, act in info.agent_spaces.values()]
+    if not spaces:
+        return True
+
+    def has_box(space: gym.Space) -> bool:
+        if isinstance(space, gym.spaces.Box):
+            return True
+        if isinstance(space, gym.spaces.Dict):
+            return any(has_box(sub) for sub in space.spaces.values())
+        if isinstance(space, gym.spaces.Tuple):
+            return any(has_box(sub) for sub in space.spaces)
+        return False
+
+    return any(has_box(space) for space in spaces)
+
+
+def build_config(
+    exp: Experiment, overrides: dict[str, Any] | None = None, dry_run: bool = False
+) -> BuiltConfig:
+    """Validate ``exp.config`` (plus CLI overrides) and build the AlgorithmConfig.
+
+    ``dry_run``: an env class with ``build_in_dry_run = False`` (it launches a
+    game) is not built; its spaces, policies and models stay unknown.
+    """
+    algo_class = algorithm_class(exp.run)
+    quiet_rllib()
+    raw = LineDict(copy.deepcopy(dict(exp.config)))
+    raw.lines, raw.source = dict(exp.config.lines), exp.config.source
+    merged = merge(dict(raw), overrides or {})
+    for key in overrides or {}:
+        raw[key] = merged[key]  # item by item, so that raw keeps its YAML line numbers
+    default_config = algo_class.get_default_config()
+    defaults = default_config.to_dict()
+    values, spelled = translate(
+        raw, valid_keys(default_config), exp.run, lenient=exp.translated_from is not None
+    )
+    user_keys = set(values)
+    offline.prepare(values, exp.run, exp.base_dir)
+    search = _extract_search_spaces(values, values.where)
+    _check_values(values, defaults, search, spelled)
+    _resolve_callbacks(values, [exp.base_dir])
+    auto_runners = values.get("num_env_runners") == "auto"
+    if auto_runners:
+        values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
+
+    values.pop("env", None)  # merged into exp.env (experiment.py, then --env / --config.env)
+    env_ref = exp.env
+    env_config = dict(values.pop("env_config", None) or {})
+    paths = [exp.base_dir]
+    resolved = resolve_env(env_ref, paths)
+    horizon = values.pop("horizon", None)
+    if horizon is not None:  # Ray 1.x: episodes cut after N steps; gymnasium: a TimeLimit
+        if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
+            raise UserError(
+                f"{values.where('horizon')}: horizon must be a positive integer, got {horizon!r}", ""
+            )
+        notice(f"config key 'horizon' is a time limit of {horizon} steps on the env")
+        resolved = resolved.with_time_limit(horizon)
+    target = resolved.creator.target if resolved.creator is not None else None
+    if resolved.creator is not None:
+        from ray.tune.registry import register_env
+
+        register_env(resolved.name, resolved.creator)
+    env_hooks = hooks(target)
+    env_config = env_hooks.prepare_env_config(env_config, exp.base_dir)  # e.g. Unity's absolute paths
+    skip = dry_run and not env_hooks.build_in_dry_run
+    with (
+        contextlib.nullcontext((None, unbuilt(target))) if skip else preflight(resolved, env_config) as (
+            env,
+            info,
+        )
+    ):
+        model = _model_settings(
+            values, info, algo_class, exp.run, search_path(exp.base_dir), raw.where("model")
+        )
+        curriculum = values.pop("curriculum", None)
+        multi_agent = _multi_agent_settings(values, info, paths)
+        values.setdefault("log_level", "ERROR")
+        # The preflight above is the env check (with only allowed actions where there is a mask);
+        # RLlib's own multi-agent checker steps with random actions, masked ones included.
+        values.setdefault("disable_env_checking", True)
+        for key, value in env_hooks.config_defaults.items():
+            values.setdefault(key, value)  # the env's own defaults; the YAML wins
+        if not _continuous_actions(info):
+            # Nothing to unsquash or clip, but RLlib's connector would still copy and
+            # walk every action it sends to the env (~15% of CartPole's sampling time).
+            values.setdefault("normalize_actions", False)
+            values.setdefault("clip_actions", False)
+
+        config: AlgorithmConfig = algo_class.get_default_config()
+        if model.old_stack:
+            name = model.old_stack_model["custom_model"]
+            notice(f"custom_model '{name}' is a ModelV2: using RLlib's old API stack")
+            config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+        else:
+            _new_stack_settings(values, config, info.multi_agent)
+        try:
+            config.update_from_dict(values)
+            config.environment(env=resolved.name, env_config=env_config)
+            if multi_agent:
+                config.multi_agent(**multi_agent)
+            if model.old_stack:
+                config.training(model=model.old_stack_model)
+            if model.module_spec is not None:
+                config.rl_module(rl_module_spec=model.module_spec)
+            if model.model_config:
+                config.rl_module(model_config=model.model_config)
+            config.validate()
+        except (ValueError, TypeError, KeyError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UserError(
+                f"{raw.source}: RLlib rejected the config: {first}",
+                "adjust the named setting in the YAML (or the --config override)",
+            ) from err
+        for event, hook in env_hooks.env_callbacks.items():
+            add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
+        if curriculum:
+            import_ref(str(curriculum), paths, what="curriculum function")  # fail early
+            hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths])
+            add_callback(config, "on_train_result", hook)
+        if env is None:
+            models = ["decided when the env starts (a dry run does not start it)"]
+        elif model.old_stack:
+            models = []
+        else:
+            models = check_modules(config, env, info.first_obs, _policy_of(config, info), model.plugin)
+    return BuiltConfig(algo_class, config, resolved, info, search, paths, auto_runners, models, user_keys)

@@ -1,0 +1,151 @@
+"""Env runner failures: recorded where they happen, reported where the run is decided.
+
+RLlib restarts a crashed remote env runner by default; when every runner
+crashes on every sample, each iteration then samples nothing, and a run
+"finishes" having learned nothing.  Its error is printed by the runner's
+process and lost to the driver, which only learns that an actor died.  Here:
+
+* a failing remote env runner writes its own error and traceback into the
+  experiment's ``env_runner_errors/`` folder (:func:`record_errors`, hooked
+  to ``on_environment_created``, so it runs inside every runner process);
+* unless the YAML sets ``restart_failed_env_runners`` or
+  ``ignore_env_runner_failures``, a failed runner is not restarted: the
+  iteration fails at once, and the trial's error names the runner's error
+  (:func:`explain`);
+* with either set, failures and restarts are counted in every result
+  (``env_runner_health``, shown on the progress line), and
+  :data:`EMPTY_ITERATIONS_ALLOWED` iterations in a row that sample nothing
+  because runners failed end the run with that error (:func:`check_result`).
+
+Old API stack runs (a ModelV2 plugin) take no callback functions: they get
+the no-restart default, and their errors are RLlib's.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+import time
+import traceback
+import weakref
+from pathlib import Path
+from typing import Any
+
+from envsdk.progress import HEALTH, lookup
+from envsdk.training.callbacks import add_callback
+
+ERRORS_DIR = "env_runner_errors"
+EMPTY_ITERATIONS_ALLOWED = 3  # with restarts asked for: iterations in a row that may sample nothing
+SAMPLED = "env_runners/num_env_steps_sampled"
+USER_KEYS = ("restart_failed_env_runners", "ignore_env_runner_failures")
+
+
+class EnvRunnersFailed(RuntimeError):
+    """Iterations sampled nothing because env runners kept failing."""
+
+
+def prepare(config: Any, exp_dir: Path, asked_for_restarts: bool) -> Path:
+    """Hook the recording and checking into ``config``; returns the errors folder."""
+    folder = exp_dir / ERRORS_DIR  # made by the first runner that fails
+    if not asked_for_restarts:
+        config.fault_tolerance(restart_failed_env_runners=False)
+    if not config.enable_env_runner_and_connector_v2:
+        return folder  # the old API stack takes no callback functions; its failures raise as they are
+    add_callback(config, "on_environment_created", functools.partial(record_errors, folder=str(folder)))
+    allowed = EMPTY_ITERATIONS_ALLOWED if asked_for_restarts else 0
+    add_callback(config, "on_train_result", functools.partial(check_result, allowed=allowed))
+    return folder
+
+
+def _root(err: BaseException) -> BaseException:
+    while err.__cause__ is not None or (err.__context__ is not None and not err.__suppress_context__):
+        err = err.__cause__ or err.__context__  # type: ignore[assignment]
+    return err
+
+
+class _ErrorFile(logging.Handler):
+    """Writes the first logged exception of this runner process to ``<folder>/<worker>-<pid>.json``."""
+
+    def __init__(self, folder: Path, worker: int):
+        super().__init__(logging.ERROR)
+        self.path = folder / f"{worker}-{os.getpid()}.json"
+        self.worker = worker
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not record.exc_info or record.exc_info[1] is None or self.path.exists():
+            return
+        root = _root(record.exc_info[1])
+        text = "".join(traceback.format_exception(*record.exc_info))
+        doc = {
+            "worker": self.worker,
+            "pid": os.getpid(),
+            "time": time.time(),
+            "error": f"{type(root).__name__}: {root}".strip(),
+            "traceback": text,
+        }
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(doc))
+        os.replace(tmp, self.path)
+        self.path.with_suffix(".txt").write_text(text)
+
+
+def record_errors(*, env_runner: Any, folder: str, **_: Any) -> None:
+    """``on_environment_created`` hook: in a remote runner, keep its first error for the driver."""
+    worker = int(getattr(env_runner, "worker_index", 0) or 0)
+    rllib = logging.getLogger("ray.rllib")
+    if worker == 0 or any(isinstance(h, _ErrorFile) for h in rllib.handlers):
+        return  # the driver's own runner raises into the driver; one handler per process
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    rllib.addHandler(_ErrorFile(Path(folder), worker))
+
+
+def latest_error(folder: Path, since: float) -> dict[str, Any] | None:
+    """The newest error a runner recorded after ``since`` (a time.time()), with its file."""
+    found = []
+    for path in folder.glob("*.json"):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if doc.get("time", 0) >= since:
+            found.append({**doc, "file": str(path.with_suffix(".txt"))})
+    return max(found, key=lambda d: d["time"], default=None)
+
+
+def explain(message: str, folder: Path | None, since: float) -> str:
+    """A trial's error, with the failed env runner's own error when one was recorded.
+
+    When the trial died of a runner's death (an actor error), the runner's
+    error replaces the message; after too many empty iterations, it is added.
+    """
+    found = latest_error(folder, since) if folder is not None and folder.is_dir() else None
+    if found is None:
+        return message
+    runner = f"env runner {found['worker']} failed: {found['error']} (traceback in {found['file']})"
+    return f"{message}; {runner}" if message.startswith(EnvRunnersFailed.__name__) else runner
+
+
+_empty_streaks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def check_result(*, algorithm: Any, result: dict[str, Any], allowed: int, **_: Any) -> None:
+    """``on_train_result`` hook: count runner failures in the result; fail after too many empty iterations."""
+    runners = int(getattr(algorithm.config, "num_env_runners", 0) or 0)
+    if not runners:
+        return
+    health = {
+        "restarts": int(lookup(result, "fault_tolerance/num_remote_worker_restarts") or 0),
+        "healthy": int(lookup(result, "fault_tolerance/num_healthy_workers") or 0),
+        "env_runners": runners,
+    }
+    failing = health["restarts"] > 0 or health["healthy"] < runners
+    streak = _empty_streaks.get(algorithm, 0) + 1 if (not lookup(result, SAMPLED) and failing) else 0
+    _empty_streaks[algorithm] = streak
+    result[HEALTH] = {**health, "empty_iterations": streak}
+    if streak > allowed:
+        raise EnvRunnersFailed(
+            f"{streak} iteration(s) in a row sampled no env steps ({health['restarts']} env runner "
+            f"restart(s), {health['healthy']} of {runners} healthy)"
+        )

@@ -1,0 +1,302 @@
+"""Train a single trial inside train.py's own process.
+
+Tune runs every trial in an actor of its own: a second Python process that
+imports RLlib and torch again, with Tune's bookkeeping around it.  For the
+common case (one trial: no search space, no scheduler, no ``max_failures``)
+that costs seconds at the start and the end of every run (measured in
+benchmarks/RESULTS.md).  Here the Algorithm runs in the driver, and the trial
+folder gets what Tune writes there (``params.json``, ``result.json``,
+``progress.csv``, ``checkpoint_NNNNNN`` folders with their manifests), so
+rollout.py, ``--resume``, the reward plot and the SLURM launcher work the
+same on both paths.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import json
+import math
+import numbers
+import os
+import shutil
+import traceback
+import uuid
+from pathlib import Path
+from typing import Any
+
+from ray.tune.utils import flatten_dict
+
+from envsdk.cluster.ray_session import wanted_gpus
+from envsdk.config.experiment import Experiment
+from envsdk.config.stopping import StopCriteria
+from envsdk.errors import UserError
+from envsdk.progress import ProgressLine, format_line
+from envsdk.training.algorithm_config import BuiltConfig
+from envsdk.training.checkpoints import (
+    MANIFEST,
+    best_in_trial,
+    complete_checkpoints,
+    read_manifest,
+    score,
+    summary,
+    write_manifest,
+)
+from envsdk.training.failures import explain
+from envsdk.training.interrupt import SignalCatcher
+from envsdk.training.outcome import Outcome
+from envsdk.training.plots import plot_reward_curve
+
+
+def runs_in_process(exp: Experiment, built: BuiltConfig) -> bool:
+    """Whether this experiment is one trial that needs nothing only Tune gives.
+
+    A learner that computes in the algorithm's process and wants a GPU stays
+    with Tune too: Tune places that process on a node that has the GPU (the
+    GPU node of a heterogeneous SLURM job), which the driver may not be.
+    """
+    c = built.config
+    # The learner computes in the algorithm's process on the old stack, or with no remote learners.
+    local_gpus = wanted_gpus(c) if not c.enable_rl_module_and_learner or not c.num_learners else 0.0
+    return (
+        exp.num_samples == 1
+        and not built.search_space
+        and not exp.scheduler
+        and exp.max_failures == 0
+        and local_gpus == 0
+    )
+
+
+class ResultLog:
+    """``result.json``, ``progress.csv`` and TensorBoard events of a trial folder, as Tune writes them.
+
+    The CSV gains columns when later results bring new metrics (the return
+    appears once the first episode has ended): the file is then rewritten
+    with the wider header.  TensorBoard scalars carry Tune's tags
+    (``ray/tune/<metric>``, step = iteration), so existing dashboards work.
+    """
+
+    def __init__(self, trial_dir: Path, keep_until: int | None = None):
+        from tensorboardX import SummaryWriter
+
+        self.trial_dir = trial_dir
+        self.events = SummaryWriter(str(trial_dir), flush_secs=30)
+        self.rows: list[dict[str, Any]] = []
+        self.columns: list[str] = []
+        csv_path = trial_dir / "progress.csv"
+        if keep_until is not None and csv_path.is_file():  # resuming: drop what came after the checkpoint
+            with csv_path.open() as fh:
+                reader = csv.DictReader(fh)
+                self.columns = list(reader.fieldnames or [])
+                self.rows = [r for r in reader if int(float(r["training_iteration"])) <= keep_until]
+            self._rewrite_csv()
+            lines = (trial_dir / "result.json").read_text().splitlines()
+            kept = [line for line in lines if json.loads(line)["training_iteration"] <= keep_until]
+            (trial_dir / "result.json").write_text("".join(line + "\n" for line in kept))
+
+    def append(self, result: dict[str, Any]) -> None:
+        with (self.trial_dir / "result.json").open("a") as fh:
+            fh.write(json.dumps(result, default=_json_default) + "\n")
+        row = {k: v for k, v in flatten_dict(result, delimiter="/").items() if not k.startswith("config/")}
+        for key, value in row.items():
+            if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
+                self.events.add_scalar(f"ray/tune/{key}", value, global_step=result["training_iteration"])
+        self.rows.append(row)
+        new = [k for k in row if k not in self.columns]
+        if new or not self.columns:
+            self.columns += new
+            self._rewrite_csv()
+            return
+        with (self.trial_dir / "progress.csv").open("a", newline="") as fh:
+            csv.DictWriter(fh, self.columns, extrasaction="ignore").writerow(row)
+
+    def close(self) -> None:
+        self.events.close()
+
+    def _rewrite_csv(self) -> None:
+        tmp = self.trial_dir / ".progress.csv.tmp"
+        with tmp.open("w", newline="") as fh:
+            writer = csv.DictWriter(fh, self.columns, extrasaction="ignore")
+            writer.writeheader()
+            writer.writerows(self.rows)
+        os.replace(tmp, self.trial_dir / "progress.csv")
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        return value.item()
+    return str(value)
+
+
+def _root_cause(err: BaseException) -> BaseException:
+    """The first error in a chain: RLlib re-raises env errors as a bare ``RuntimeError from e``."""
+    while err.__cause__ is not None:
+        err = err.__cause__
+    return err
+
+
+def _rank(checkpoint: Path) -> float:
+    """A checkpoint's score by the run's score attribute, higher is better (as rollout.py ranks)."""
+    scored = score(read_manifest(checkpoint))
+    return scored[1] if scored else -math.inf
+
+
+class Checkpointer:
+    """Writes ``checkpoint_NNNNNN`` folders atomically and keeps the best ``keep`` of them.
+
+    The algorithm saves into a hidden folder that is renamed into place once
+    complete; the manifest, written last, marks it as whole.  Checkpoints
+    are ranked by the run's score attribute (else the newest win), as
+    rollout.py ranks them; the latest is always kept, so that --resume
+    finds it.
+    """
+
+    def __init__(self, trial_dir: Path, run_info: dict[str, Any], keep: int | None):
+        self.trial_dir = trial_dir
+        self.run_info = run_info
+        self.keep = keep
+        found = sorted(trial_dir.glob("checkpoint_*"))
+        self.next_index = int(found[-1].name.removeprefix("checkpoint_")) + 1 if found else 0
+
+    def save(self, algo: Any, result: dict[str, Any]) -> Path:
+        final = self.trial_dir / f"checkpoint_{self.next_index:06d}"
+        self.next_index += 1
+        tmp = self.trial_dir / f".{final.name}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        algo.save_checkpoint(str(tmp))
+        os.replace(tmp, final)
+        write_manifest(final, self.run_info, summary(result, self.run_info.get("score_attr")))
+        self._prune(final)
+        return final
+
+    def _prune(self, latest: Path) -> None:
+        if not self.keep:
+            return
+        complete = complete_checkpoints(self.trial_dir)  # oldest first
+        if self.run_info.get("score_attr"):
+            # Best first; sorted() is stable, so among equals the older stays ahead.
+            ranked = sorted(complete, key=_rank, reverse=True)
+        else:
+            ranked = complete[::-1]  # newest first
+        for folder in ranked[self.keep :]:
+            if folder != latest:
+                shutil.rmtree(folder)
+
+    def best(self) -> Path | None:
+        found = best_in_trial(self.trial_dir)
+        return found[0] if found else None
+
+
+def _new_trial_dir(exp: Experiment, built: BuiltConfig, exp_dir: Path) -> tuple[Path, str]:
+    """A folder named as Tune names a trial's (``PPO_CartPole-v1_1a2b3_00000_0_<date>``)."""
+    short = uuid.uuid4().hex[:5]
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    env = "".join(c if c.isalnum() or c in "-_." else "_" for c in built.env.name)[:40]
+    trial_id = f"{short}_00000"
+    trial_dir = exp_dir / f"{exp.run}_{env}_{trial_id}_0_{stamp}"
+    trial_dir.mkdir(parents=True)
+    (trial_dir / "params.json").write_text(
+        json.dumps(built.config.to_dict(), indent=2, default=_json_default)
+    )
+    return trial_dir, trial_id
+
+
+def _resumable(exp_dir: Path) -> tuple[Path, Path] | None:
+    """(trial folder, latest complete checkpoint) of the last in-process run of this experiment to checkpoint.
+
+    Trial folder names start with a random id, so the newest is the one whose checkpoint was written last.
+    """
+    trials = [p.parent for p in exp_dir.glob("*/progress.csv")]
+    found = [(t, complete[-1]) for t in trials if (complete := complete_checkpoints(t))]
+    return max(found, key=lambda tc: (tc[1] / MANIFEST).stat().st_mtime, default=None)
+
+
+def run_trial(
+    exp: Experiment,
+    built: BuiltConfig,
+    exp_dir: Path,
+    run_info: dict[str, Any],
+    *,
+    resume: bool = False,
+    errors_dir: Path | None = None,
+    since: float = 0.0,
+) -> Outcome:
+    """Train to the stop criteria (or a signal), checkpointing as the experiment asks."""
+    previous = _resumable(exp_dir) if resume else None
+    if resume and previous is None:
+        print(f"nothing to resume in {exp_dir}; starting a new run")
+    if previous is not None:
+        trial_dir, start_from = previous
+        manifest = read_manifest(start_from) or {}
+        done = manifest.get("result", {})
+        offset_iter = int(done.get("training_iteration") or 0)
+        offset_time = float(done.get("time_total_s") or 0.0)
+        trial_id = manifest.get("run", {}).get("trial", trial_dir.name)
+    else:
+        trial_dir, trial_id = _new_trial_dir(exp, built, exp_dir)
+        start_from, offset_iter, offset_time = None, 0, 0.0
+    log = ResultLog(trial_dir, keep_until=offset_iter if previous else None)
+    run_info = {**run_info, "trial": trial_id}
+    checkpointer = Checkpointer(trial_dir, run_info, exp.keep_checkpoints_num)
+    progress = ProgressLine(exp.name, exp.stop)
+    criteria = StopCriteria(exp.stop, exp.custom_stop)
+    catcher = SignalCatcher()
+    errors: list[str] = []
+    result: dict[str, Any] = {}
+    algo = None
+    catcher.install()
+    try:
+        algo = built.algo_class(config=built.config)
+        if start_from is not None:
+            algo.load_checkpoint(str(start_from))
+            offset_iter -= algo.iteration  # RLlib restores its iteration count, not its clock
+        while True:
+            result = algo.train()
+            # The counters go on from the checkpoint, as when Tune restores a trial.
+            result["training_iteration"] += offset_iter
+            result["time_total_s"] += offset_time
+            result["trial_id"] = trial_id
+            log.append(result)
+            progress.show(format_line(exp.name, result, exp.stop))
+            problem = criteria.missing(result)
+            if problem:
+                raise UserError(problem, "fix the stop key in the YAML")
+            finished = criteria.reached(result)
+            if (
+                catcher.signal_name
+                or (finished and exp.checkpoint_at_end)
+                or (exp.checkpoint_freq and result["training_iteration"] % exp.checkpoint_freq == 0)
+            ):
+                checkpointer.save(algo, result)
+            if finished or catcher.signal_name:
+                break
+    except KeyboardInterrupt:
+        if not catcher.signal_name:
+            raise
+        # a second signal: stop without a checkpoint
+    except UserError:
+        raise
+    except Exception as err:
+        # Reported as Tune reports a failed trial: one line now, the traceback in the trial folder.
+        (trial_dir / "error.txt").write_text(traceback.format_exc())
+        root = _root_cause(err)
+        message = f"{type(root).__name__}: {root}"
+        cause = explain(message, errors_dir, since)
+        errors.append(f"{trial_dir}: {cause}" + (" (traceback in error.txt)" if cause == message else ""))
+    finally:
+        catcher.uninstall()
+        progress.finish()
+        log.close()
+        if algo is not None:
+            algo.stop()
+    return Outcome.from_result(
+        exp.name,
+        exp_dir,
+        trial_dir,
+        result,
+        errors,
+        best_checkpoint=checkpointer.best(),
+        plot=plot_reward_curve(trial_dir, exp.name),
+        interrupted=catcher.signal_name,
+    )
