@@ -35,12 +35,14 @@ train: $(STAMP)
 test: $(STAMP) sysdeps
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q
 
 # The tests that need no trained run, Unity player or cluster: under a minute.
 test-fast: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
+	$(PY) -m mypy
 	$(PY) -m pytest -q -m "not slow"
 
 bench: $(STAMP) sysdeps

@@ -24,9 +24,9 @@ from torch import nn
 from envsdk.envs.base import MASK_KEY, OBS_KEY
 
 
-def _parts(space: gym.Space) -> dict[str, gym.spaces.Box]:
+def _parts(space: gym.Space) -> dict[str, gym.Space]:
     if isinstance(space, gym.spaces.Dict):
-        return {name: sub for name, sub in space.spaces.items()}
+        return dict(space.spaces)
     return {"obs": space}
 
 
@@ -34,15 +34,19 @@ class DodgeNet(TorchRLModule, ValueFunctionAPI):
     default_model_config = {"hidden": 64, "channels": 8}
 
     def setup(self) -> None:
-        cfg = {**self.default_model_config, **(self.model_config or {})}
-        space = self.observation_space
+        options = self.model_config if isinstance(self.model_config, dict) else {}
+        cfg = {**self.default_model_config, **options}
+        space, act = self.observation_space, self.action_space
+        assert space is not None and act is not None, "RLlib gives a module its spaces"
         self.masked = isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces
-        inner = space[OBS_KEY] if self.masked else space
+        inner = space[OBS_KEY] if isinstance(space, gym.spaces.Dict) and self.masked else space
         self.names = list(_parts(inner))
-        encoders, width = {}, 0
+        encoders: dict[str, nn.Module] = {}
+        width = 0
         for name, sub in _parts(inner).items():
-            if len(sub.shape) == 3:
-                h, w, c = sub.shape
+            shape = sub.shape or ()
+            if len(shape) == 3:
+                h, w, c = shape
                 ch = cfg["channels"]
                 conv = nn.Sequential(
                     nn.Conv2d(c, ch, 3, stride=2, padding=1), nn.ReLU(),
@@ -53,20 +57,23 @@ class DodgeNet(TorchRLModule, ValueFunctionAPI):
                 encoders[name] = conv
             else:
                 encoders[name] = nn.Flatten()
-                width += int(np.prod(sub.shape))
+                width += int(np.prod(shape))
         self.encoders = nn.ModuleDict(encoders)
         self.body = nn.Sequential(nn.Linear(width, cfg["hidden"]), nn.Tanh())
-        act = self.action_space
         if isinstance(act, gym.spaces.Box):
             outputs = 2 * int(np.prod(act.shape))
+        elif isinstance(act, gym.spaces.Discrete):
+            outputs = int(act.n)
+        elif isinstance(act, gym.spaces.MultiDiscrete):
+            outputs = int(np.sum(act.nvec))
         else:
-            outputs = int(act.n) if isinstance(act, gym.spaces.Discrete) else int(np.sum(act.nvec))
+            raise ValueError(f"DodgeNet acts in Box, Discrete or MultiDiscrete spaces, not {act}")
         self.pi = nn.Linear(cfg["hidden"], outputs)
         self.vf = nn.Linear(cfg["hidden"], 1)
 
     def get_inference_action_dist_cls(self) -> Any:
         if isinstance(self.action_space, gym.spaces.MultiDiscrete):
-            return TorchMultiCategorical.get_partial_dist_cls(
+            return TorchMultiCategorical.get_partial_dist_cls(  # type: ignore[misc]  # RLlib's annotation
                 input_lens=[int(n) for n in self.action_space.nvec]
             )
         if isinstance(self.action_space, gym.spaces.Box):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
@@ -23,10 +24,13 @@ class TinyNet(TorchRLModule, ValueFunctionAPI):
     default_model_config = {"hidden": 64}
 
     def setup(self) -> None:
-        cfg = {**self.default_model_config, **(self.model_config or {})}
-        inputs = int(np.prod(self.observation_space.shape))
-        self.body = nn.Sequential(nn.Linear(inputs, cfg["hidden"]), nn.Tanh())
-        self.pi = nn.Linear(cfg["hidden"], int(self.action_space.n))
+        options = self.model_config if isinstance(self.model_config, dict) else {}
+        cfg = {**self.default_model_config, **options}
+        obs, act = self.observation_space, self.action_space
+        if not isinstance(obs, gym.spaces.Box) or not isinstance(act, gym.spaces.Discrete):
+            raise ValueError(f"TinyNet takes a Box observation and Discrete actions, not {obs} and {act}")
+        self.body = nn.Sequential(nn.Linear(int(np.prod(obs.shape)), cfg["hidden"]), nn.Tanh())
+        self.pi = nn.Linear(cfg["hidden"], int(act.n))
         self.vf = nn.Linear(cfg["hidden"], 1)
 
     def _features(self, batch: dict[str, Any]) -> torch.Tensor:

@@ -279,7 +279,7 @@ class UnityEnvironment:
     def step(self) -> list[AgentStep]:
         return self._exchange(pb.STEP)
 
-    def _exchange(self, command: int) -> list[AgentStep]:
+    def _exchange(self, command: pb.CommandProto) -> list[AgentStep]:
         if self._comm is None:
             raise PlayerClosed("the player is not running")
         message = pb.UnityRLInputProto(command=command)
@@ -329,10 +329,9 @@ class UnityEnvironment:
                 if behavior not in self._brains:
                     raise PlayerError(f"agents of behavior '{behavior}' arrived before its specification")
                 self.specs[behavior] = _spec(self._brains[behavior], infos.value[0])
-            spec = self.specs.get(behavior)
             asked = self._asked.setdefault(behavior, [])
-            for info in infos.value:
-                steps.append(_agent_step(behavior, info, spec))
+            for info in infos.value:  # not empty: then the spec is known (above)
+                steps.append(_agent_step(behavior, info, self.specs[behavior]))
                 if not info.done:
                     asked.append(info.id)
         return steps

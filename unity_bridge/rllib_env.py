@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
+from ray.rllib.utils.typing import AgentID
 
 from envsdk.envs.base import MASK_KEY, OBS_KEY, RLlibHooks, TaskSettable
 from envsdk.notices import notice
@@ -41,8 +42,8 @@ def agent_key(behavior: str, unity_id: int) -> str:
     return f"{behavior}/{unity_id}"
 
 
-def behavior_of(agent_id: str) -> str:
-    return agent_id.rsplit("/", 1)[0]
+def behavior_of(agent_id: AgentID) -> str:
+    return str(agent_id).rsplit("/", 1)[0]
 
 
 def default_policy_id(behavior: str) -> str:
@@ -62,7 +63,7 @@ class PolicyMapping:
 
 
 def observation_space(spec: BehaviorSpec, masked: bool) -> gym.Space:
-    parts = {}
+    parts: dict[str, gym.Space] = {}
     for obs in spec.observations:
         low, high = (0.0, 1.0) if obs.visual else (-np.inf, np.inf)
         parts[obs.name] = gym.spaces.Box(low, high, obs.shape, np.float32)
@@ -83,7 +84,10 @@ def action_space(spec: BehaviorSpec) -> gym.Space:
         discrete = None
     if continuous is not None and discrete is not None:
         return gym.spaces.Tuple((continuous, discrete))
-    return continuous if continuous is not None else discrete
+    space = continuous if continuous is not None else discrete
+    if space is None:
+        raise PlayerError(f"behavior '{spec.name}' declares no actions: there is nothing to train")
+    return space
 
 
 def to_action(spec: BehaviorSpec, action: Any) -> Action:
@@ -151,10 +155,10 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
 
     # ---- spaces and policies ----------------------------------------------
 
-    def get_observation_space(self, agent_id: str) -> gym.Space:
+    def get_observation_space(self, agent_id: AgentID) -> gym.Space:
         return self._spaces[behavior_of(agent_id)][0]
 
-    def get_action_space(self, agent_id: str) -> gym.Space:
+    def get_action_space(self, agent_id: AgentID) -> gym.Space:
         return self._spaces[behavior_of(agent_id)][1]
 
     def policy_specs(self) -> dict[str, tuple[gym.Space, gym.Space]]:
@@ -217,14 +221,16 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
                 infos[key] = self._info(step)
                 self._live.add(key)
                 self._last_obs[key] = obs[key]
-        self.agents = sorted(self._live)
+        self.agents = sorted(self._live)  # type: ignore[assignment]  # RLlib: list[Hashable | str]
         return obs, infos
 
-    def step(self, action_dict: dict[str, Any]) -> tuple[dict, dict, dict, dict, dict]:
+    def step(  # type: ignore[override]  # RLlib's MultiAgentEnv.step clashes with gym.Env.step's types
+        self, action_dict: dict[AgentID, Any]
+    ) -> tuple[dict, dict, dict, dict, dict]:
         per_behavior: dict[str, dict[int, Action]] = {}
         for key, action in action_dict.items():
             behavior = behavior_of(key)
-            per_behavior.setdefault(behavior, {})[int(key.rsplit("/", 1)[1])] = to_action(
+            per_behavior.setdefault(behavior, {})[int(str(key).rsplit("/", 1)[1])] = to_action(
                 self.game.specs[behavior], action
             )
         for behavior, actions in per_behavior.items():
@@ -269,7 +275,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
             self._live.clear()
         terminated[ALL] = round_over
         truncated[ALL] = cut
-        self.agents = sorted(self._live)
+        self.agents = sorted(self._live)  # type: ignore[assignment]  # RLlib: list[Hashable | str]
         return obs, rewards, terminated, truncated, infos
 
     def _restart_after(self, err: PlayerError) -> tuple[dict, dict, dict, dict, dict]:

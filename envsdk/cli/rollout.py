@@ -123,17 +123,17 @@ def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, g
 
     require_gpus(gpus, "--num-gpus asks for", "lower --num-gpus")
     remote = ray.remote(num_cpus=1, num_gpus=gpus / workers)(Evaluator)
-    shares = [n for n in _split(episodes or steps, workers) if n]
+    shares = [n for n in _split(episodes or steps or 0, workers) if n]
     actors = [remote.remote(spec, i + 1) for i in range(len(shares))]
     try:
         futures = [
-            a.run.remote(n if episodes else None, None if episodes else n)
+            a.run.remote(n if episodes else None, None if episodes else n)  # type: ignore[attr-defined]
             for a, n in zip(actors, shares, strict=True)
         ]
         records = [r for batch in ray.get(futures) for r in batch]
     finally:
         for actor in actors:
-            ray.kill(actor)
+            ray.kill(actor)  # type: ignore[arg-type]  # Ray types ray.remote(cls) loosely
     for number, record in enumerate(records, start=1):
         print_episode(number, record)
     return records
@@ -231,7 +231,8 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
 
     if video_dir:
         _place_videos(records, video_dir)
-        shutil.rmtree(staging, ignore_errors=True)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
         print(f"videos: {video_dir} ({sum(r.video is not None for r in records)} MP4 files)")
     if not args.no_out:
         from envsdk.evaluation import experience

@@ -23,6 +23,7 @@ use to wait for the cluster.
 from __future__ import annotations
 
 import argparse
+import logging
 import shlex
 import sys
 import time
@@ -195,7 +196,7 @@ def wait_for_nodes(address: str, count: int, timeout: float) -> int:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            ray.init(address=address, logging_level="ERROR", include_dashboard=False)
+            ray.init(address=address, logging_level=logging.ERROR, include_dashboard=False)
             break
         except ConnectionError:
             if time.monotonic() > deadline:

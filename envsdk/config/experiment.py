@@ -82,14 +82,14 @@ def load_experiments(path: str | Path) -> list[Experiment]:
     """Read a YAML file holding one or more experiments."""
     path = Path(path)
     data = load_yaml_file(path)
-    if not isinstance(data, dict) or not data:
+    if not isinstance(data, LineDict) or not data:  # the loader reads every mapping as a LineDict
         raise UserError(
             f"{path}: expected a mapping of experiment names to settings",
             "start the file with a line like 'cartpole-ppo:' and indent run/env/config under it",
         )
     experiments = []
     for name, spec in data.items():
-        if not isinstance(spec, dict):
+        if not isinstance(spec, LineDict):
             raise UserError(
                 f"{data.where(name)}: experiment '{name}' must be a mapping",
                 "indent run:, env: and config: under the experiment name",

@@ -65,7 +65,7 @@ def prepare(values: Any, algorithm: str, base: Path) -> None:
         return
     paths = [source] if isinstance(source, str) else list(source)
     found = [_resolve(str(p), base, where) for p in paths]
-    npz = [p for p in found if p.suffix == ".npz"]
+    npz = [p for p in found if isinstance(p, Path) and p.suffix == ".npz"]
     if npz:
         if len(npz) != len(found):
             raise UserError(f"{where}: input mixes rollout.py .npz files with other data", "give one kind")

@@ -140,8 +140,8 @@ def _check_range(key: str, value: Any, where: str, what: str) -> None:
     low, high, inclusive = bounds
     below = value < low if inclusive else value <= low
     if below or value > high:
-        bounds = f"{'>=' if inclusive else '>'} {low}" + (f" and <= {high}" if high != math.inf else "")
-        raise UserError(f"{where}: config key {what} is {value}, but it must be {bounds}", "")
+        allowed = f"{'>=' if inclusive else '>'} {low}" + (f" and <= {high}" if high != math.inf else "")
+        raise UserError(f"{where}: config key {what} is {value}, but it must be {allowed}", "")
 
 
 # ---- metric names ------------------------------------------------------------------------
@@ -345,7 +345,7 @@ def build_scheduler(spec: Any, metric: str, mode: str, where: str) -> Any:
     if kind == "fifo":
         return kinds[kind]()
     cls = kinds[kind]
-    accepted = [p for p in inspect.signature(cls.__init__).parameters if p != "self"]
+    accepted = list(inspect.signature(cls).parameters)
     for key in args:
         if key not in accepted:
             raise UserError(

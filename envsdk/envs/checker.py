@@ -53,7 +53,7 @@ def mismatch(value: Any, space: gym.Space) -> str | None:
             if why:
                 return f"['{key}'] {why}"
     if isinstance(space, gym.spaces.Discrete):
-        return f"{value!r} is not an integer in [{space.start}, {space.start + space.n})"
+        return f"{value!r} is not an integer in [{space.start}, {int(space.start) + int(space.n)})"
     return f"{type(value).__name__} value {value!r:.60} not in {space}"
 
 

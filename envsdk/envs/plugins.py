@@ -67,7 +67,7 @@ class ModelPlugin:
     def check_options(self, options: dict[str, Any]) -> None:
         """Raise a UserError for options the model does not accept."""
         if self.is_modelv2:
-            params = inspect.signature(self.cls.__init__).parameters
+            params = inspect.signature(self.cls).parameters
             if any(p.kind is p.VAR_KEYWORD for p in params.values()):
                 return
             valid = [n for n in params if n not in _MODELV2_ARGS]
@@ -106,6 +106,7 @@ def load_model(name: str, paths: list[Path]) -> ModelPlugin:
         )
     module_name = f"envsdk_models_{name}"
     spec = importlib.util.spec_from_file_location(module_name, found)
+    assert spec is not None and spec.loader is not None, found  # a .py file always has both
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:

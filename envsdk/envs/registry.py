@@ -31,7 +31,7 @@ from envsdk.errors import UserError, closest
 from envsdk.notices import notice
 
 ENTRY_POINT_GROUP = "envsdk.envs"
-_REGISTRY: dict[str, Callable[..., Any]] = {}
+_REGISTRY: dict[str, EnvFactory] = {}
 
 
 class EnvFactory:

@@ -19,7 +19,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import tree
@@ -156,9 +156,11 @@ class Evaluator:
         cls = config.env_runner_cls or (MultiAgentEnvRunner if restored.multi_agent else SingleAgentEnvRunner)
         runner = cls(config=config, worker_index=self.worker, num_workers=spec.num_workers)
         runner.restore_from_path(restored.checkpoint / ENV_RUNNER_DIR)
+        if runner.module is None:
+            raise RuntimeError(f"{cls.__name__} built no RLModule for {restored.checkpoint}")
         if isinstance(runner.module, MultiRLModule):
             runner.module.restore_from_path(restored.module_dir)
-            modules = list(runner.module.values())
+            modules: list[Any] = list(runner.module.values())
         else:  # the single-agent runner holds the one module itself
             runner.module.restore_from_path(restored.module_dir / DEFAULT_MODULE_ID)
             modules = [runner.module]
@@ -287,9 +289,9 @@ class _PolicyLoop:
         restored = spec.restored
         self.spec = spec
         self.env = creator(EnvContext(restored.env_config, worker_index=worker, num_workers=spec.num_workers))
-        self.policies = Policy.from_checkpoint(restored.checkpoint)
+        self.policies = cast(dict[str, Policy], Policy.from_checkpoint(str(restored.checkpoint)))
         for policy in self.policies.values():
-            policy.model.eval()
+            policy.model.eval()  # type: ignore[attr-defined]  # a TorchPolicyV2
         self.mapping = restored.worker_state.get("policy_mapping_fn")
         self.filters = restored.worker_state.get("filters", {})
         self.multi = restored.multi_agent

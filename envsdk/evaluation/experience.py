@@ -92,6 +92,6 @@ def write(path: Path, records: list[EpisodeRecord], meta: dict[str, Any], save_i
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.part")
     with tmp.open("wb") as fh:
-        np.savez_compressed(fh, **arrays(records, meta, save_info))
+        np.savez_compressed(fh, **arrays(records, meta, save_info))  # type: ignore[arg-type]  # numpy: **kwds
     os.replace(tmp, path)
     return path

@@ -32,7 +32,7 @@ import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -45,6 +45,7 @@ from envsdk.envs.default_models.spaces import (
     ObsLeaf,
     SpaceError,
     action_leaves,
+    branch_sizes,
     inner_space,
     mask_size,
     nest,
@@ -132,7 +133,7 @@ class _Policy(torch.nn.Module):
         means = columns[..., : leaf.width // 2]
         if self.squashed:
             means = torch.tanh(means)
-        space = leaf.space
+        space = cast(gym.spaces.Box, leaf.space)  # a continuous leaf
         low = torch.as_tensor(space.low, dtype=torch.float32)
         high = torch.as_tensor(space.high, dtype=torch.float32)
         bounded = bool(space.is_bounded("both"))
@@ -191,7 +192,8 @@ def _policies(restored: Restored) -> dict[str, torch.nn.Module]:
         from ray.rllib.policy.policy import Policy
 
         out: dict[str, torch.nn.Module] = {}
-        for pid, policy in Policy.from_checkpoint(restored.checkpoint).items():
+        policies = cast(dict[str, Policy], Policy.from_checkpoint(str(restored.checkpoint)))  # all of them
+        for pid, policy in policies.items():
             space = getattr(policy.observation_space, "original_space", policy.observation_space)
             layout = layout_for(space, policy.action_space)
             if [leaf.kind for leaf in layout.obs] != ["flat"] or len(layout.actions) != 1:
@@ -199,20 +201,22 @@ def _policies(restored: Restored) -> dict[str, torch.nn.Module]:
                     f"--export-onnx takes old-stack (ModelV2) policies with one Box observation, not {space}",
                     "export the network yourself with torch.onnx.export",
                 )
-            out[pid] = _ModelV2Policy(policy.model, layout).eval()
+            out[pid] = _ModelV2Policy(policy.model, layout).eval()  # type: ignore[attr-defined]  # TorchPolicyV2
         return out
     from ray.rllib.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
     from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGaussian
     from ray.rllib.core.rl_module.rl_module import RLModule
+    from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
     found = sorted(p for p in restored.module_dir.iterdir() if (p / "module_state.pkl").is_file())
     config = restored.config
     bounds = (bool(config.normalize_actions), bool(config.clip_actions))
     out = {}
     for path in found:
-        module = RLModule.from_checkpoint(path)
+        module = cast(TorchRLModule, RLModule.from_checkpoint(path))
         module.eval()
         q_values = isinstance(module, DefaultDQNRLModule)
+        assert module.observation_space is not None and module.action_space is not None  # saved with it
         layout = layout_for(module.observation_space, module.action_space, q_values=q_values)
         dist = module.get_inference_action_dist_cls() if not layout.q_values else None
         squashed = isinstance(dist, type) and issubclass(dist, TorchSquashedGaussian)
@@ -231,12 +235,10 @@ def sample_inputs(layout: Layout, batch: int, seed: int) -> dict[str, np.ndarray
     if layout.masked:
         rng = np.random.default_rng(seed)
         mask = (rng.random((batch, mask_size(layout.action_space))) < 0.6).astype(np.float32)
-        for leaf in layout.actions:
-            if leaf.discrete:
-                sizes = (
-                    [int(leaf.space.n)] if isinstance(leaf.space, gym.spaces.Discrete) else leaf.space.nvec
-                )
-                start = leaf.mask_start
+        for act in layout.actions:
+            if act.mask_start is not None:  # a discrete part
+                sizes = branch_sizes(act.space)
+                start = act.mask_start
                 for size in sizes:
                     mask[np.arange(batch), start + rng.integers(int(size), size=batch)] = 1.0
                     start += int(size)
@@ -255,7 +257,7 @@ def greedy(outputs: list[np.ndarray], layout: Layout) -> list[np.ndarray]:
         elif isinstance(leaf.space, gym.spaces.Discrete):
             chosen.append(out.argmax(-1))
         else:
-            splits = np.cumsum(leaf.space.nvec)[:-1]
+            splits = np.cumsum(branch_sizes(leaf.space))[:-1]
             chosen.append(np.stack([b.argmax(-1) for b in np.split(out, splits, axis=-1)], axis=-1))
     return chosen
 

@@ -112,7 +112,7 @@ def write_mp4(path: Path, frames: list[np.ndarray], fps: float) -> Path:
     scale = max(1, MIN_SIDE // min(first.shape[:2]))  # tiny observation images: blow up, blocky
     height, width = first.shape[0] * scale, first.shape[1] * scale
     tmp = path.with_name(f".{path.name}.part.mp4")
-    writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter_fourcc(*"mp4v"), fps, (width, height))
+    writer = cv2.VideoWriter(str(tmp), cv2.VideoWriter.fourcc(*"mp4v"), fps, (width, height))
     try:
         for frame in frames:
             img = to_bgr(frame)

@@ -25,7 +25,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -50,6 +50,9 @@ from envsdk.notices import notice, quiet_rllib
 from envsdk.training import observation_filter
 from envsdk.training.callbacks import add_callback
 
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
+
 _MISSING = object()
 SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces the plain value
 # Keys handled by this module itself (checked where they are used), not by their RLlib default's type.
@@ -62,7 +65,7 @@ MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
 
 
-def algorithm_class(run: str) -> type:
+def algorithm_class(run: str) -> type[Algorithm]:
     from ray.rllib.algorithms.registry import ALGORITHMS
 
     removed = legacy.removed_algorithm(run)
@@ -94,7 +97,7 @@ class BuiltConfig:
     config: AlgorithmConfig
     env: ResolvedEnv
     env_info: EnvInfo
-    search_space: dict[str, Any] = field(default_factory=dict)
+    search_space: dict[tuple[str, ...], Any] = field(default_factory=dict)  # key path -> Tune domain
     search_paths: list[Path] = field(default_factory=list)
     auto_runners: bool = False  # num_env_runners: auto, sized once Ray is up (see size_env_runners)
     models: list[str] = field(default_factory=list)  # "policy: what its network is", one per policy
@@ -306,7 +309,12 @@ def _policy_spaces(info: EnvInfo) -> dict[str, tuple[gym.Space, gym.Space]]:
 
 
 def _model_settings(
-    values: dict[str, Any], info: EnvInfo, algo_class: type, run: str, paths: list[Path], where: str
+    values: dict[str, Any],
+    info: EnvInfo,
+    algo_class: type[Algorithm],
+    run: str,
+    paths: list[Path],
+    where: str,
 ) -> ModelSettings:
     """Route ``model``/``model_config`` to the ModelV2 dict, an RLModule plugin or the default module."""
     model = dict(values.pop("model", None) or {})

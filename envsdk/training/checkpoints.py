@@ -162,9 +162,9 @@ def best_in_trial(trial: Path) -> tuple[Path, float | None, str] | None:
         return None
     if not complete:
         return found[-1], None, "its latest checkpoint"
-    scored = [(c, score(m)) for c, m in complete]
-    scored = [(c, s) for c, s in scored if s is not None]
-    if scored and complete[0][1]["run"].get("score_attr"):
+    scored = [(c, s) for c, m in complete if (s := score(m)) is not None]
+    first = complete[0][1]
+    if scored and first is not None and first["run"].get("score_attr"):
         best, (attr, value) = max(scored, key=lambda cs: cs[1][1])
         return best, value, f"its best checkpoint by {attr}"
     latest, manifest = complete[-1]
@@ -183,8 +183,8 @@ def best_of(trials: list[Path]) -> Located | None:
     offers = [t for t in (best_in_trial(d) for d in sorted(trials) if d.is_dir()) if t]
     if not offers:
         return None
-    ranked = [t for t in offers if t[1] is not None]
-    best = max(ranked, key=lambda t: t[1]) if ranked else offers[-1]
+    ranked = [(t, value) for t in offers if (value := t[1]) is not None]
+    best = max(ranked, key=lambda tv: tv[1])[0] if ranked else offers[-1]
     return Located(best[0], f"{best[2]} of the best trial {best[0].parent.name}")
 
 

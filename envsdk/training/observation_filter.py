@@ -23,7 +23,7 @@ import functools
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -157,7 +157,7 @@ class ObservationMeanStdFilter(ConnectorV2):
         return _as_space(struct)
 
     def _agent_space(self, agent_id: Any, space: gym.Space) -> gym.Space:
-        return space[agent_id] if self._multi_agent else space
+        return cast(gym.spaces.Dict, space)[agent_id] if self._multi_agent else space
 
     def _stats(self, agent_id: Any) -> _AgentStats:
         if agent_id not in self._agents:

@@ -23,12 +23,15 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray import tune
 
 from envsdk.errors import UserError
 from envsdk.notices import notice
+
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
 
 REPORT_AFTER_S = 60.0  # a trial pending this long (with none running) is reported
 
@@ -39,9 +42,10 @@ class Need:
     gpus: float
 
 
-def trial_need(algo_class: type, config: Any, in_process: bool) -> Need:
+def trial_need(algo_class: type[Algorithm], config: Any, in_process: bool) -> Need:
     """CPUs and GPUs one trial takes from the cluster (RLlib's own placement request)."""
     request = algo_class.default_resource_request(config)
+    assert isinstance(request, tune.PlacementGroupFactory), request  # what every new-stack algorithm returns
     bundles = list(request.bundles)
     if in_process and bundles:  # the Algorithm runs in train.py's process, not in a Ray actor
         bundles = bundles[1:]

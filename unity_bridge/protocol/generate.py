@@ -1,6 +1,6 @@
 """Regenerate (or check) the Python modules compiled from communicator_objects.proto.
 
-    python -m unity_bridge.protocol.generate          # rewrite the *_pb2 modules
+    python -m unity_bridge.protocol.generate          # rewrite the *_pb2 modules and stubs
     python -m unity_bridge.protocol.generate --check  # exit 1 if they are stale
 
 The generated modules are committed so that installing envsdk needs no
@@ -17,7 +17,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 PROTO = HERE / "communicator_objects.proto"
-OUTPUTS = ("communicator_objects_pb2.py", "communicator_objects_pb2_grpc.py")
+OUTPUTS = ("communicator_objects_pb2.py", "communicator_objects_pb2.pyi", "communicator_objects_pb2_grpc.py")
 
 
 def compile_into(out_dir: Path) -> None:
@@ -27,6 +27,7 @@ def compile_into(out_dir: Path) -> None:
         "protoc",
         f"-I{ROOT}",
         f"--python_out={out_dir}",
+        f"--pyi_out={out_dir}",  # type stubs, so that mypy checks the bridge's use of the messages
         f"--grpc_python_out={out_dir}",
         str(PROTO.relative_to(ROOT)),
     ]

@@ -43,7 +43,7 @@ class AnySpaceMixin:
 
     @classmethod
     def _get_encoder_config(  # a private RLlib hook: envsdk.internals.OVERRIDDEN
-        cls, observation_space: gym.Space, model_config_dict: dict, action_space: gym.Space = None
+        cls, observation_space: gym.Space, model_config_dict: dict, action_space: gym.Space | None = None
     ) -> ModelConfig:
         if rllib_encodes(observation_space):
             return super()._get_encoder_config(  # type: ignore[misc]
@@ -69,8 +69,8 @@ class AnySpaceMixin:
 
     @classmethod
     def get_tokenizer_config(
-        cls, observation_space: gym.Space, model_config_dict: dict, **kwargs: Any
-    ) -> Any:
+        cls, observation_space: gym.Space, model_config_dict: dict, view_requirements: Any = None
+    ) -> ModelConfig:
         if rllib_encodes(observation_space):
             return super().get_tokenizer_config(observation_space, model_config_dict)  # type: ignore[misc]
         return SpaceEncoderConfig.from_model_config(

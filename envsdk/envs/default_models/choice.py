@@ -17,7 +17,7 @@ remote worker; it returns one line per policy saying what the network is.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -96,7 +96,7 @@ def _check_spaces(algo: str, default: type, obs: gym.Space, act: gym.Space, who:
             f"{who}: the observations carry an action mask, which {algo}'s default model cannot honour",
             f"use {MASKING_ALGOS}, or a custom_model that reads '{MASK_KEY}'",
         )
-    got = int(np.prod(obs[MASK_KEY].shape))
+    got = int(np.prod(cast(gym.spaces.Dict, obs)[MASK_KEY].shape or ()))
     if wanted == 0:
         raise UserError(
             f"{who}: the observations carry an action mask but the actions ({act}) have no discrete part",

@@ -25,7 +25,7 @@ action mask in the observation is not encoded: the masking modules in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -107,7 +107,12 @@ class SpaceEncoderConfig(ModelConfig):
 
     @property
     def leaves(self) -> list[ObsLeaf]:
-        return observation_leaves(inner_space(self.observation_space))
+        return observation_leaves(inner_space(self.space))
+
+    @property
+    def space(self) -> gym.Space:
+        assert self.observation_space is not None, "SpaceEncoderConfig needs its observation_space"
+        return self.observation_space
 
     def filters_for(self, leaf: ObsLeaf) -> list:
         height, width, _ = leaf.image_shape
@@ -125,15 +130,24 @@ class SpaceEncoderConfig(ModelConfig):
         return TorchSpaceEncoder(self)
 
 
-class _OneHot(nn.Module):
+class _Reader(nn.Module):
+    """Reads one observation leaf into ``width`` feature columns."""
+
+    width: int
+
+
+class _OneHot(_Reader):
     """Discrete / MultiDiscrete values -> one block of one-hot columns per branch."""
+
+    offsets: torch.Tensor
 
     def __init__(self, space: gym.Space):
         super().__init__()
         if isinstance(space, gym.spaces.Discrete):
             sizes, starts = np.array([space.n]), np.array([space.start])
         else:
-            sizes, starts = space.nvec.ravel(), np.asarray(space.start).ravel()
+            multi = cast(gym.spaces.MultiDiscrete, space)
+            sizes, starts = multi.nvec.ravel(), np.asarray(multi.start).ravel()
         self.width = int(sizes.sum())
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]) - starts
         self.register_buffer("offsets", torch.as_tensor(offsets, dtype=torch.long), persistent=False)
@@ -144,7 +158,7 @@ class _OneHot(nn.Module):
         return out.scatter(1, index, 1.0)
 
 
-class _Flat(nn.Module):
+class _Flat(_Reader):
     def __init__(self, width: int):
         super().__init__()
         self.width = width
@@ -153,7 +167,7 @@ class _Flat(nn.Module):
         return x.reshape(x.shape[0], -1).float()
 
 
-class _Image(nn.Module):
+class _Image(_Reader):
     """An image (HWC or CHW; uint8 scaled to [0, 1]) through a CNN, flattened."""
 
     def __init__(self, leaf: ObsLeaf, config: SpaceEncoderConfig):
@@ -186,7 +200,7 @@ class _Image(nn.Module):
         return self.cnn(x).reshape(x.shape[0], -1)
 
 
-def _reader(leaf: ObsLeaf, config: SpaceEncoderConfig) -> nn.Module:
+def _reader(leaf: ObsLeaf, config: SpaceEncoderConfig) -> _Reader:
     if leaf.kind == ONEHOT:
         return _OneHot(leaf.space)
     if leaf.kind == IMAGE:
@@ -200,10 +214,11 @@ class TorchSpaceEncoder(TorchModel, Encoder):
     def __init__(self, config: SpaceEncoderConfig) -> None:
         TorchModel.__init__(self, config)
         Encoder.__init__(self, config)
-        self.masked = has_action_mask(config.observation_space)
+        self.masked = has_action_mask(config.space)
         self.paths = [leaf.path for leaf in config.leaves]
-        self.readers = nn.ModuleList([_reader(leaf, config) for leaf in config.leaves])
-        width = sum(r.width for r in self.readers)
+        readers = [_reader(leaf, config) for leaf in config.leaves]
+        self.readers = nn.ModuleList(readers)
+        width = sum(r.width for r in readers)
         hidden = list(config.hidden_layer_dims)
         self.mlp: nn.Module = nn.Identity()
         if hidden:
@@ -213,7 +228,8 @@ class TorchSpaceEncoder(TorchModel, Encoder):
                 hidden_layer_activation=config.hidden_layer_activation,
                 hidden_layer_use_layernorm=config.hidden_layer_use_layernorm,
                 hidden_layer_weights_initializer=config.hidden_layer_weights_initializer,
-                hidden_layer_weights_initializer_config=config.hidden_layer_weights_initializer_config,
+                # RLlib types these *_config arguments as str | Callable, but hands them dicts itself.
+                hidden_layer_weights_initializer_config=config.hidden_layer_weights_initializer_config,  # type: ignore[arg-type]
                 hidden_layer_bias_initializer=config.hidden_layer_bias_initializer,
                 hidden_layer_bias_initializer_config=config.hidden_layer_bias_initializer_config,
                 output_dim=hidden[-1],
@@ -226,8 +242,8 @@ class TorchSpaceEncoder(TorchModel, Encoder):
                 output_bias_initializer_config=config.hidden_layer_bias_initializer_config,
             )
 
-    def _forward(self, inputs: dict, **kwargs: Any) -> dict:
-        obs = inputs[Columns.OBS]
+    def _forward(self, input_dict: dict, **kwargs: Any) -> dict:
+        obs = input_dict[Columns.OBS]
         if self.masked:
             obs = obs[OBS_KEY]
         parts = [reader(pick(obs, path)) for reader, path in zip(self.readers, self.paths, strict=True)]

@@ -22,7 +22,7 @@ multi-agent run.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import torch
 from ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module import DefaultAPPOTorchRLModule
@@ -54,7 +54,7 @@ class ActionMaskingMixin:
                 (leaf.start, leaf.width, leaf.mask_start) for leaf in leaves if leaf.mask_start is not None
             ]
             total = sum(leaf.width for leaf in leaves)
-            self.mask_runs = tuple(runs)  # type: ignore[arg-type]
+            self.mask_runs = tuple(runs)
             self.mask_everything = runs == [(0, total, 0)]
 
     def masked_inputs(self, values: torch.Tensor, batch: dict[str, Any], fill: float) -> torch.Tensor:
@@ -112,5 +112,5 @@ class MaskedDQNTorchRLModule(ActionMaskingMixin, DefaultDQNTorchRLModule):
     # a private RLlib hook: envsdk.internals.OVERRIDDEN
     def _qf_forward_helper(self, batch: dict[str, Any], encoder: Any, head: Any) -> dict[str, Any]:
         out = super()._qf_forward_helper(batch, encoder, head)
-        out[QF_PREDS] = self.masked_inputs(out[QF_PREDS], batch, float("-inf"))
+        out[QF_PREDS] = self.masked_inputs(cast(torch.Tensor, out[QF_PREDS]), batch, float("-inf"))
         return out

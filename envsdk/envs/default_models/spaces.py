@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -61,12 +61,18 @@ class ObsLeaf:
             return int(self.space.n)
         if isinstance(self.space, gym.spaces.MultiDiscrete):
             return int(np.sum(self.space.nvec))
-        return int(np.prod(self.space.shape))
+        return int(np.prod(self.box_shape))
+
+    @property
+    def box_shape(self) -> tuple[int, ...]:
+        """The shape of a Box leaf (gymnasium types ``Space.shape`` as optional)."""
+        assert self.space.shape is not None, f"{self.space} has no shape"
+        return self.space.shape
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
         """(height, width, channels) of an image leaf."""
-        shape = self.space.shape
+        shape = self.box_shape
         return (shape[1], shape[2], shape[0]) if self.channels_first else (shape[0], shape[1], shape[2])
 
 
@@ -103,7 +109,7 @@ def shape_layout(shape: tuple[int, ...]) -> str | None:
 
 def inner_space(space: gym.Space) -> gym.Space:
     """The observation without its action mask (the space itself when unmasked)."""
-    return space[OBS_KEY] if has_action_mask(space) else space
+    return cast(gym.spaces.Dict, space)[OBS_KEY] if has_action_mask(space) else space
 
 
 def observation_leaves(space: gym.Space) -> list[ObsLeaf]:
@@ -225,6 +231,15 @@ def action_leaves(space: gym.Space) -> list[ActLeaf]:
     return leaves
 
 
+def branch_sizes(space: gym.Space) -> list[int]:
+    """Choices per branch of a Discrete (one branch) or MultiDiscrete space."""
+    if isinstance(space, gym.spaces.Discrete):
+        return [int(space.n)]
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return [int(n) for n in space.nvec.ravel()]
+    raise TypeError(f"not a discrete space: {space}")
+
+
 def mask_size(action_space: gym.Space) -> int:
     """Entries an action mask must have for this action space (0: nothing to mask)."""
     return sum(leaf.choices for leaf in action_leaves(action_space))
@@ -237,7 +252,7 @@ def split_mask(action_space: gym.Space, mask: np.ndarray) -> Any:
     def per_branch(sub: gym.Space, start: int) -> Any:
         if isinstance(sub, gym.spaces.Discrete):
             return flat[start : start + int(sub.n)]
-        bounds = np.cumsum([0, *sub.nvec.tolist()]) + start
+        bounds = np.cumsum([0, *branch_sizes(sub)]) + start
         return tuple(flat[lo:hi] for lo, hi in itertools.pairwise(bounds))
 
     by_path = {leaf.path: leaf for leaf in action_leaves(action_space)}
@@ -248,7 +263,7 @@ def split_mask(action_space: gym.Space, mask: np.ndarray) -> Any:
         if isinstance(sub, gym.spaces.Dict):
             return {key: build(child, (*path, key)) for key, child in sub.spaces.items()}
         leaf = by_path[path]
-        return per_branch(sub, leaf.mask_start) if leaf.discrete else None
+        return per_branch(sub, leaf.mask_start) if leaf.mask_start is not None else None
 
     return build(action_space, ())
 
