@@ -105,7 +105,7 @@ class ProgressLine(tune.Callback):
         self._last_print = 0.0
         self._width = 0
 
-    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any):
+    def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
         name = f"{self.name} {trial.trial_id}" if len(trials) > 1 else self.name
         line = format_line(name, result, self.stop)
         if len(trials) > 1:
@@ -113,7 +113,7 @@ class ProgressLine(tune.Callback):
             line += f" | trials {running} running / {len(trials)}"
         self.show(line)
 
-    def on_experiment_end(self, trials: list, **info: Any):
+    def on_experiment_end(self, trials: list, **info: Any) -> None:
         self.finish()
 
     def show(self, line: str) -> None:

@@ -6,6 +6,7 @@ Used with ``custom_model: customnet``; ``custom_model_config`` entries
 
 from __future__ import annotations
 
+import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.models.torch.torch_modelv2 import TorchModelV2
@@ -19,17 +20,17 @@ class CustomModel(TorchModelV2, nn.Module):
 
     def __init__(
         self,
-        obs_space,
-        action_space,
-        num_outputs,
-        model_config,
-        name,
+        obs_space: gym.Space,
+        action_space: gym.Space,
+        num_outputs: int,
+        model_config: dict,
+        name: str,
         hidden_size: int = 64,
         activation: str = "tanh",
-    ):
+    ) -> None:
         TorchModelV2.__init__(self, obs_space, action_space, num_outputs, model_config, name)
         nn.Module.__init__(self)
-        inputs = int(np.prod(obs_space.shape))
+        inputs = int(np.prod(obs_space.shape or ()))
         act = ACTIVATIONS[activation]
         self.policy = nn.Sequential(
             nn.Linear(inputs, hidden_size), act(), nn.Linear(hidden_size, num_outputs)

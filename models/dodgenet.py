@@ -16,9 +16,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.distribution.torch.torch_distribution import TorchDiagGaussian, TorchMultiCategorical
 from ray.rllib.core.rl_module.apis.value_function_api import ValueFunctionAPI
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
-from ray.rllib.models.torch.torch_distributions import TorchDiagGaussian, TorchMultiCategorical
 from torch import nn
 
 from envsdk.envs.base import MASK_KEY, OBS_KEY

@@ -60,7 +60,7 @@ class VirtualDisplay:
                 "the player needs an X display and none is usable, but Xvfb is not installed",
                 "install it (Debian: apt-get install xvfb), or set no_graphics: true",
             )
-        from pyvirtualdisplay import Display
+        from pyvirtualdisplay.display import Display
 
         size = (max(width, 640), max(height, 480))
         self._display: Any = Display(visible=False, size=size, color_depth=24, manage_global_env=False)
@@ -72,7 +72,7 @@ class VirtualDisplay:
 
     @property
     def pid(self) -> int:
-        return self._display.pid
+        return int(self._display.pid)
 
     def stop(self) -> None:
         if self._display.is_alive():

@@ -111,7 +111,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
     config_defaults: ClassVar[dict[str, Any]] = {"normalize_actions": False, "clip_actions": False}
 
     def __init__(self, env_config: dict[str, Any] | None = None):
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # RLlib's MultiAgentEnv
         env_config = env_config if env_config is not None else {}
         settings = LaunchSettings.from_config(env_config)
         self.worker_index = getattr(env_config, "worker_index", 0)

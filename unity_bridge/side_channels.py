@@ -68,10 +68,10 @@ class Reader:
         return values
 
     def int32(self) -> int:
-        return self._take("<i")[0]
+        return int(self._take("<i")[0])
 
     def float32(self) -> float:
-        return self._take("<f")[0]
+        return float(self._take("<f")[0])
 
     def string(self) -> str:
         size = self.int32()

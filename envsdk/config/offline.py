@@ -130,7 +130,7 @@ def to_parquet(npz: Path) -> Path:
     """An experience file as a folder of Parquet transitions (cached beside it while it is current)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from ray.data.extensions.tensor_extension import ArrowTensorArray
+    from ray.data.extensions import ArrowTensorArray
 
     folder = npz.with_name(npz.name + ".rllib")
     stamp = folder / "source.json"

@@ -34,7 +34,7 @@ class LineDict(dict):
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    source_path: Path | None = None  # the file being read, for error messages
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:

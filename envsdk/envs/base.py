@@ -97,7 +97,7 @@ class MultiAgentEnv(_RLlibMultiAgentEnv):
     """
 
     def __init__(self, config: dict[str, Any] | None = None):
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]  # RLlib's MultiAgentEnv
         self.config: dict[str, Any] = dict(config or {})
 
 

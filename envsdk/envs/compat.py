@@ -104,14 +104,14 @@ class LegacyGymAdapter(gym.Env):
         self.metadata = dict(getattr(inner, "metadata", None) or {})
         self.render_mode = getattr(inner, "render_mode", None) or "rgb_array"
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:
         super().reset(seed=seed)
         if seed is not None and hasattr(self.inner, "seed"):
             self.inner.seed(seed)
         out = self.inner.reset()
         return _cast(out, self.observation_space), {}
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
         out = self.inner.step(action)
         if len(out) == 5:  # already new-style step; only reset was old
             obs, reward, terminated, truncated, info = out
@@ -121,12 +121,12 @@ class LegacyGymAdapter(gym.Env):
             terminated = bool(done) and not truncated
         return _cast(obs, self.observation_space), float(reward), terminated, truncated, info or {}
 
-    def render(self):
+    def render(self) -> Any:
         try:
             return self.inner.render(mode="rgb_array")
         except TypeError:
             return self.inner.render()
 
-    def close(self):
+    def close(self) -> None:
         if hasattr(self.inner, "close"):
             self.inner.close()

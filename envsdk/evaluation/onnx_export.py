@@ -265,7 +265,7 @@ def greedy(outputs: list[np.ndarray], layout: Layout) -> list[np.ndarray]:
 def export(restored: Restored, path: Path, seed: int = 0) -> dict[str, Path]:
     """Write one ONNX file per policy (``FILE`` itself for a single policy); verified."""
     policies = _policies(restored)
-    torch.onnx.register_custom_op_symbolic("aten::nanmean", _nanmean, OPSET)
+    torch.onnx.register_custom_op_symbolic("aten::nanmean", _nanmean, OPSET)  # type: ignore[attr-defined]
     written: dict[str, Path] = {}
     for pid, policy in policies.items():
         layout: Layout = policy.layout  # type: ignore[assignment]

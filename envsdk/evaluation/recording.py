@@ -185,19 +185,19 @@ class RecordingEnv(gym.Wrapper):
         super().__init__(env)
         self.tap = tap
 
-    def reset(self, **kwargs: Any):
+    def reset(self, **kwargs: Any) -> tuple[Any, dict]:
         obs, info = self.env.reset(**kwargs)
         self.tap.start(self.env, obs)
         return obs, info
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[Any, Any, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self.tap.step(self.env, obs, terminated or truncated)
         return obs, reward, terminated, truncated, info
 
     def close(self) -> None:
         self.tap.flush()
-        super().close()
+        super().close()  # type: ignore[no-untyped-call]  # gymnasium's Wrapper.close
 
 
 def _first(obs: dict) -> Any:
@@ -222,12 +222,12 @@ class RecordingMultiAgentEnv(MultiAgentEnv):
     unwrapped = property(lambda self: self.env.unwrapped)
     metadata = property(lambda self: self.env.metadata)
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
         obs, infos = self.env.reset(seed=seed, options=options)
         self.tap.start(self.env, _first(obs))
         return obs, infos
 
-    def step(self, action_dict: dict):
+    def step(self, action_dict: dict) -> tuple[dict, dict, dict, dict, dict]:  # type: ignore[override]
         obs, rewards, terminateds, truncateds, infos = self.env.step(action_dict)
         done = bool(terminateds.get("__all__") or truncateds.get("__all__"))
         self.tap.step(self.env, _first(obs), done)

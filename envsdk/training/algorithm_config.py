@@ -86,7 +86,8 @@ def algorithm_class(run: str) -> type[Algorithm]:
         )
     # Import only the chosen algorithm: Tune's registry would import every
     # algorithm (DreamerV3's import alone builds an env and warns).
-    return ALGORITHMS[run]()[0]
+    algo_class: type[Algorithm] = ALGORITHMS[run]()[0]  # type: ignore[no-untyped-call]
+    return algo_class
 
 
 @dataclass

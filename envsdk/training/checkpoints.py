@@ -59,7 +59,8 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text())
+        manifest: dict[str, Any] = json.loads(path.read_text())
+        return manifest
     except (OSError, ValueError) as err:
         raise UserError(
             f"damaged checkpoint {folder}: {MANIFEST} is unreadable ({err})",

@@ -62,6 +62,7 @@ def _as_space(struct: Any) -> gym.Space:
         return gym.spaces.Dict({k: _as_space(v) for k, v in struct.items()})
     if isinstance(struct, tuple):
         return gym.spaces.Tuple(tuple(_as_space(v) for v in struct))
+    assert isinstance(struct, gym.Space), struct
     return struct
 
 

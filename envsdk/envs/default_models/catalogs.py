@@ -46,11 +46,7 @@ class AnySpaceMixin:
         cls, observation_space: gym.Space, model_config_dict: dict, action_space: gym.Space | None = None
     ) -> ModelConfig:
         if rllib_encodes(observation_space):
-            return super()._get_encoder_config(  # type: ignore[misc]
-                observation_space=observation_space,
-                model_config_dict=model_config_dict,
-                action_space=action_space,
-            )
+            return cls._rllib_encoder_config(observation_space, model_config_dict, action_space)
         if model_config_dict.get("use_lstm"):
             if has_action_mask(observation_space) or isinstance(
                 observation_space, gym.spaces.Dict | gym.spaces.Tuple
@@ -60,19 +56,27 @@ class AnySpaceMixin:
                     "default model; use a single Box/Discrete observation or a custom_model"
                 )
             # RLlib's LSTM encoder, reading the observation through our encoder (its "tokenizer").
-            return super()._get_encoder_config(  # type: ignore[misc]
-                observation_space=observation_space,
-                model_config_dict=model_config_dict,
-                action_space=action_space,
-            )
+            return cls._rllib_encoder_config(observation_space, model_config_dict, action_space)
         return SpaceEncoderConfig.from_model_config(observation_space, model_config_dict)
+
+    @classmethod
+    def _rllib_encoder_config(
+        cls, observation_space: gym.Space, model_config_dict: dict, action_space: gym.Space | None
+    ) -> ModelConfig:
+        config: ModelConfig = super()._get_encoder_config(  # type: ignore[misc]
+            observation_space=observation_space,
+            model_config_dict=model_config_dict,
+            action_space=action_space,
+        )
+        return config
 
     @classmethod
     def get_tokenizer_config(
         cls, observation_space: gym.Space, model_config_dict: dict, view_requirements: Any = None
     ) -> ModelConfig:
         if rllib_encodes(observation_space):
-            return super().get_tokenizer_config(observation_space, model_config_dict)  # type: ignore[misc]
+            config: ModelConfig = super().get_tokenizer_config(observation_space, model_config_dict)  # type: ignore[misc]
+            return config
         return SpaceEncoderConfig.from_model_config(
             observation_space, {**model_config_dict, "use_lstm": False}
         )

@@ -197,7 +197,8 @@ class _Image(_Reader):
             x = x * self.scale
         if not self.channels_first:
             x = x.permute(0, 3, 1, 2)
-        return self.cnn(x).reshape(x.shape[0], -1)
+        features: torch.Tensor = self.cnn(x)
+        return features.reshape(x.shape[0], -1)
 
 
 def _reader(leaf: ObsLeaf, config: SpaceEncoderConfig) -> _Reader:
