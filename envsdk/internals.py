@@ -102,3 +102,35 @@ def stop_tune_gracefully() -> None:
     """Tune's own graceful stop: ``tune.run``/``Tuner.fit`` treat SIGUSR1 like Ctrl-C, ending the
     trials as unfinished so that ``Tuner.restore`` resumes them."""
     os.kill(os.getpid(), signal.SIGUSR1)
+
+
+# Tune's logger callbacks (WandbLoggerCallback, MLflowLoggerCallback) take a Tune ``Trial``, of which
+# they read only these attributes (and str(trial) as the run's name).  A trial trained in this
+# process has no Tune Trial, so it hands them this view of itself.
+TRIAL_ATTRIBUTES_READ_BY_LOGGERS = (
+    "trial_id",
+    "config",
+    "experiment_dir_name",
+    "local_path",
+    "path",
+    "checkpoint",
+)
+
+
+class TrialView:
+    """What Tune's logger callbacks read of a Trial, for a trial that runs without Tune.
+
+    Hashed by identity, as Trials are: the callbacks key their per-trial state by it.
+    """
+
+    def __init__(self, trial_id: str, name: str, config: dict[str, Any], trial_dir: Path) -> None:
+        self.trial_id = trial_id
+        self.config = config
+        self.experiment_dir_name = trial_dir.parent.name
+        self.local_path = str(trial_dir)
+        self.path = str(trial_dir)  # where Tune copies a trial's files (the same folder here)
+        self.checkpoint = None  # wandb uploads checkpoints only when asked; no Tune checkpoint here
+        self._name = name
+
+    def __str__(self) -> str:
+        return self._name

@@ -45,7 +45,8 @@ REFUSED = {
 TRAINED = sorted(p.name for p in CORPUS.glob("*.yaml") if p.name not in REFUSED)
 EXTERNAL = sorted(Path(os.environ["ENVSDK_CORPUS"]).glob("*.y*ml")) if os.environ.get("ENVSDK_CORPUS") else []
 
-pytestmark = pytest.mark.slow  # each file is a train.py process
+# The trainable files run in one train.py process, which the first test waits for (about 7 min).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def readme_reasons() -> list[str]:

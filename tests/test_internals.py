@@ -10,6 +10,7 @@ import functools
 import importlib
 import inspect
 import pickle
+from pathlib import Path
 
 import pytest
 import ray
@@ -88,6 +89,22 @@ def test_tune_stops_gracefully_on_sigusr1():
     import ray.tune.tune as tune_module
 
     assert "signal.SIGUSR1, signal_interrupt_tune_run" in inspect.getsource(tune_module)
+
+
+@pytest.mark.parametrize("name", ["wandb", "mlflow"])
+def test_tune_logger_callbacks_read_only_what_a_trial_view_has(name):
+    """An in-process trial hands Tune's logger callbacks a TrialView instead of a Trial."""
+    import re
+
+    from envsdk.config.loggers import callback_class
+    from envsdk.training import logger_callbacks
+
+    source = inspect.getsource(inspect.getmodule(callback_class(name))) + inspect.getsource(logger_callbacks)
+    read = set(re.findall(r"\btrial\.(\w+)", source))
+    assert read <= set(internals.TRIAL_ATTRIBUTES_READ_BY_LOGGERS), read
+    view = internals.TrialView("abc_00000", "exp_abc_00000", {"lr": 1}, Path("/tmp/exp/trial"))
+    assert all(hasattr(view, attribute) for attribute in internals.TRIAL_ATTRIBUTES_READ_BY_LOGGERS)
+    assert str(view) == "exp_abc_00000" and view.experiment_dir_name == "exp"
 
 
 def test_checkpoint_layout_of_connector_pieces(train):

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from envsdk.config import legacy
+from envsdk.config.loggers import parse_loggers
 from envsdk.config.validation import build_scheduler, parse_score_attr, parse_stop
 from envsdk.config.yamlio import LineDict, load_yaml_file
 from envsdk.errors import UserError, did_you_mean
@@ -44,6 +45,7 @@ EXPERIMENT_KEYS = {
     "storage_path",
     "scheduler",
     "max_failures",
+    "loggers",
 }
 
 
@@ -68,6 +70,7 @@ class Experiment:
     storage_path: str | None = None
     scheduler: dict[str, Any] | None = None
     max_failures: int = 0
+    loggers: dict[str, dict[str, Any]] = field(default_factory=dict)  # wandb/mlflow: their arguments
     source: Path | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     translated_from: str | None = None  # the removed algorithm --translate-algo replaced
@@ -178,6 +181,7 @@ def _parse_experiment(name: str, spec: LineDict, path: Path) -> Experiment:
         storage_path=storage,
         scheduler=scheduler,
         max_failures=failures or 0,
+        loggers=parse_loggers(spec["loggers"], spec.where("loggers")) if "loggers" in spec else {},
         source=path,
     )
 

@@ -286,7 +286,6 @@ EXPERIMENT_KEYS: dict[str, str] = {
 IGNORED_EXPERIMENT_KEYS: dict[str, str] = {
     "resources_per_trial": "RLlib 2.60 derives trial resources from num_env_runners/num_gpus",
     "sync_config": "results are written to storage_path directly",
-    "loggers": "CSV, JSON and TensorBoard results are always written",
 }
 
 # ---- algorithms ----------------------------------------------------------------------------

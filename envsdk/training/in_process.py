@@ -44,6 +44,7 @@ from envsdk.training.checkpoints import (
 )
 from envsdk.training.failures import explain
 from envsdk.training.interrupt import SignalCatcher
+from envsdk.training.logger_callbacks import InProcessLoggers
 from envsdk.training.outcome import Outcome
 from envsdk.training.plots import plot_reward_curve
 
@@ -237,6 +238,7 @@ def run_trial(
         trial_dir, trial_id = _new_trial_dir(exp, built, exp_dir)
         start_from, offset_iter, offset_time = None, 0, 0.0
     log = ResultLog(trial_dir, keep_until=offset_iter if previous else None)
+    loggers = InProcessLoggers(exp.loggers, exp_dir, exp.name, (trial_id, trial_dir), built.config.to_dict())
     run_info = {**run_info, "trial": trial_id}
     checkpointer = Checkpointer(trial_dir, run_info, exp.keep_checkpoints_num)
     progress = ProgressLine(exp.name, exp.stop)
@@ -251,6 +253,7 @@ def run_trial(
         if start_from is not None:
             algo.load_checkpoint(str(start_from))
             offset_iter -= algo.iteration  # RLlib restores its iteration count, not its clock
+        loggers.start()
         while True:
             result = algo.train()
             # The counters go on from the checkpoint, as when Tune restores a trial.
@@ -258,6 +261,7 @@ def run_trial(
             result["time_total_s"] += offset_time
             result["trial_id"] = trial_id
             log.append(result)
+            loggers.result(result)
             progress.show(format_line(exp.name, result, exp.stop))
             problem = criteria.missing(result)
             if problem:
@@ -288,6 +292,7 @@ def run_trial(
         catcher.uninstall()
         progress.finish()
         log.close()
+        loggers.end(failed=bool(errors))
         if algo is not None:
             algo.stop()
     return Outcome.from_result(

@@ -29,6 +29,7 @@ from envsdk.training.callbacks import add_callback
 from envsdk.training.checkpoints import ManifestWriter, best_of
 from envsdk.training.in_process import run_trial, runs_in_process
 from envsdk.training.interrupt import CheckpointOnRequest, Interrupter
+from envsdk.training.logger_callbacks import logger_callbacks
 from envsdk.training.outcome import Outcome
 from envsdk.training.plots import plot_reward_curve
 from envsdk.training.resources import PendingWatch
@@ -103,6 +104,7 @@ def run_experiment(
             ManifestWriter(run_info),
             interrupter,
             PendingWatch(),
+            *logger_callbacks(exp.loggers, exp_dir, exp.name),
         ],
         verbose=0,
     )
