@@ -81,3 +81,90 @@ def player_pids() -> set[int]:
         if b"unity_bridge.standin.player" in cmd or cmd.startswith(b"Xvfb"):
             found.add(int(status.parent.name))
     return found
+
+
+def export_and_check_brains(checkpoint: Path, out: Path) -> dict:
+    """``rollout.py --export-unity`` with a greedy recording beside it, then on every brain file: the
+    Unity loader's rules, parity with the recorded greedy actions, and 10,000 sampled draws that never
+    pick a masked action.  Returns brains.json."""
+    import json
+
+    import numpy as np
+
+    from unity_bridge.brain import MASKS, BrainSpec, check_brain
+
+    brains, recording = out / "brains", out / "greedy.npz"
+    roll = subprocess.run(
+        [sys.executable, str(ROOT / "rollout.py"), str(checkpoint), "--export-unity", str(brains),
+         "--episodes", "2", "--no-explore", "--out", str(recording)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert roll.returncode == 0, roll.stdout[-2000:] + roll.stderr[-3000:]
+    index = json.loads((brains / "brains.json").read_text())
+    data = np.load(recording)
+    for behavior, entry in index["behaviors"].items():
+        spec = BrainSpec(
+            behavior,
+            entry["policy"],
+            tuple((name, tuple(shape)) for name, shape in entry["observations"]),
+            entry["continuous"],
+            tuple(entry["branches"]),
+        )
+        path = brains / entry["file"]
+        assert check_brain(path, spec) == [], (behavior, check_brain(path, spec))
+        feeds, greedy = _recorded(data, behavior, spec)
+        got = _onnx(path, feeds)
+        if spec.branches:
+            assert np.array_equal(got["deterministic_discrete_actions"], greedy["discrete"]), behavior
+            one = {k: np.repeat(v[:1], 10_000, axis=0) for k, v in feeds.items()}
+            if MASKS in one:
+                one[MASKS][:, :] = 1.0
+                one[MASKS][:, 0] = 0.0  # the first choice of the first branch is forbidden
+            drawn = _onnx(path, one)["discrete_actions"]
+            assert (drawn[:, 0] != 0).all(), f"{behavior}: a masked action was sampled"
+            assert len(np.unique(drawn[:, 0])) > 1 or spec.branches[0] == 2, "sampling never varies"
+        if spec.continuous:
+            want = np.clip(greedy["continuous"], -1.0, 1.0)
+            assert np.allclose(got["deterministic_continuous_actions"], want, atol=1e-5), behavior
+    return index
+
+
+def _onnx(path: Path, feeds: dict) -> dict:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return dict(zip([o.name for o in session.get_outputs()], session.run(None, feeds), strict=True))
+
+
+def _recorded(data, behavior: str, spec) -> tuple[dict, dict]:
+    """A behavior's recorded steps as brain inputs, and the greedy actions taken on them."""
+    import numpy as np
+
+    from envsdk.envs.base import MASK_KEY, OBS_KEY
+
+    agents = sorted(
+        {k.rsplit("/actions", 1)[0] for k in data.files if f"/{behavior}/" in k and "/actions" in k}
+    )
+    assert agents, f"no recorded steps of {behavior}"
+    masked = any(f"{a}/obs/{MASK_KEY}" in data.files for a in agents)
+    names = [name for name, _ in spec.observations]
+    feeds: dict[str, list] = {f"obs_{i}": [] for i in range(len(names))}
+    greedy: dict[str, list] = {"continuous": [], "discrete": []}
+    for agent in agents:
+        base = f"{agent}/obs/{OBS_KEY}" if masked else f"{agent}/obs"
+        steps = len(data[f"{agent}/actions" if f"{agent}/actions" in data.files else f"{agent}/actions/0"])
+        for i, name in enumerate(names):
+            feeds[f"obs_{i}"].append(data[base if len(names) == 1 else f"{base}/{name}"][:steps])
+        if masked:
+            feeds.setdefault("action_masks", []).append(data[f"{agent}/obs/{MASK_KEY}"][:steps])
+        if spec.continuous and spec.branches:
+            greedy["continuous"].append(data[f"{agent}/actions/0"])
+            greedy["discrete"].append(data[f"{agent}/actions/1"].reshape(steps, -1))
+        elif spec.continuous:
+            greedy["continuous"].append(data[f"{agent}/actions"])
+        else:
+            greedy["discrete"].append(data[f"{agent}/actions"].reshape(steps, -1))
+    if spec.branches and "action_masks" not in feeds:
+        feeds["action_masks"] = [np.ones((len(g), sum(spec.branches))) for g in greedy["discrete"]]
+    stacked = {k: np.concatenate(v).astype(np.float32) for k, v in feeds.items()}
+    return stacked, {k: np.concatenate(v) for k, v in greedy.items() if v}

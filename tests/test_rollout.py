@@ -188,7 +188,7 @@ def test_onnx_matches_torch_on_env_observations(trained, tmp_path, name):
     import onnxruntime
     import torch
 
-    from envsdk.evaluation.onnx_export import _policies, greedy
+    from envsdk.evaluation.onnx_export import greedy, policy_nets
     from envsdk.evaluation.restore import load
     from envsdk.training.checkpoints import locate
 
@@ -212,7 +212,7 @@ def test_onnx_matches_torch_on_env_observations(trained, tmp_path, name):
     assert [o.name for o in session.get_outputs()] == ["means" if continuous else "logits"]
     got = session.run(None, feeds)
     # The same network in torch, loaded independently of the exporter's session.
-    policy = _policies(load(locate(trained[name]).checkpoint))["default_policy"]
+    policy = policy_nets(load(locate(trained[name]).checkpoint))["default_policy"]
     with torch.no_grad():
         want = [t.numpy() for t in policy(*[torch.from_numpy(feeds[n]) for n in names])]
     if continuous:

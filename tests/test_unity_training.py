@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tests.helpers import ROOT, needs_xvfb, player_pids, progress_rows, trial_dirs
+from tests.helpers import ROOT, export_and_check_brains, needs_xvfb, player_pids, progress_rows, trial_dirs
 
 
 def _no_players_left(before: set[int]) -> None:
@@ -22,7 +22,7 @@ def _no_players_left(before: set[int]) -> None:
     assert not player_pids() - before, "players or Xvfb servers left after training"
 
 
-def test_chase_reaches_its_stated_return_and_rolls_out(train):
+def test_chase_reaches_its_stated_return_and_rolls_out(train, tmp_path):
     before = player_pids()
     out = train("-f", "configs/unity-chase.yaml", "--checkpoint-at-end", timeout=400)
     assert out.returncode == 0
@@ -41,6 +41,24 @@ def test_chase_reaches_its_stated_return_and_rolls_out(train):
     )  # fmt: skip
     assert roll.returncode == 0, roll.stderr[-2000:]
     assert roll.stdout.count("episode ") == 3 and "Chase/" in roll.stdout
+    _no_players_left(before)
+    # The round trip: the exported brain plays the game with no trainer, as in a Unity build.
+    export_and_check_brains(trial, tmp_path)
+    greedy = subprocess.run(
+        [sys.executable, "rollout.py", str(trial), "--episodes", "20", "--no-explore", "--no-out"],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    played = subprocess.run(
+        [sys.executable, "-m", "unity_bridge.standin.player", "--game", "chase", "--max-steps", "30",
+         "-nographics", "--brain", str(tmp_path / "brains"), "--episodes", "20"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert played.returncode == 0, played.stdout + played.stderr[-2000:]
+    brain = float(re.search(r"return mean (-?[\d.]+)", played.stdout).group(1))
+    trainer = float(re.search(r"return mean (-?[\d.]+)", greedy.stdout).group(1))
+    # Same policy, other start positions (the player seeds itself): 20 episodes each, std about 0.4.
+    assert abs(brain - trainer) < 0.3, (brain, trainer)
+    assert brain > 0.6, brain  # random play returns about 0.3
     _no_players_left(before)
 
 
@@ -112,6 +130,12 @@ def test_masked_hybrid_and_camera_behaviors_learn_side_by_side(train, tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=180,
     )  # fmt: skip
     assert roll.returncode == 0, roll.stderr[-2000:]
+    # Both kinds as Unity brains: a masked hybrid (two inputs, three action outputs) and a camera only.
+    index = export_and_check_brains(trial, tmp_path)
+    assert {b: e["file"] for b, e in index["behaviors"].items()} == {
+        "Seeker": "Seeker.onnx",
+        "Watcher": "Watcher.onnx",
+    }
     _no_players_left(before)
 
 

@@ -26,6 +26,7 @@ EXAMPLES = """examples:
   %(prog)s CHECKPOINT --episodes 5 --video videos/ --seed 0
   %(prog)s CHECKPOINT --steps 10000 --out experience.npz
   %(prog)s CHECKPOINT --export-onnx policy.onnx
+  %(prog)s CHECKPOINT --export-unity brains/      # Unity ML-Agents models, one per behavior's policy
   %(prog)s CHECKPOINT --num-workers 4 --episodes 100 --ray-address auto
 
 CHECKPOINT: a checkpoint, a trial folder (its best checkpoint) or an experiment folder (its best trial)."""
@@ -65,6 +66,11 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
     p.add_argument("--video", "--video-dir", metavar="DIR", help="one MP4 per episode into DIR")
     p.add_argument("--monitor", action="store_true", help="Ray 1.x name: --video CHECKPOINT/monitor")
     p.add_argument("--export-onnx", metavar="FILE", help="write the policy network as ONNX")
+    p.add_argument(
+        "--export-unity",
+        metavar="DIR",
+        help="write ML-Agents brains (one .onnx per policy + brains.json) that a Unity project runs",
+    )
     p.add_argument("--ray-address", help="evaluate on this Ray cluster (with --num-workers)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     return p
@@ -195,8 +201,15 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
 
         for pid, path in export(restored, Path(args.export_onnx).resolve()).items():
             print(f"onnx: {path} (policy {pid}; checked against torch with onnxruntime)")
-        if args.episodes is None and args.steps is None:
-            return 0
+    if args.export_unity:
+        from unity_bridge.brain import export_brains
+
+        folder = Path(args.export_unity).resolve()
+        for behavior, path in export_brains(restored, folder).items():
+            print(f"unity brain: {behavior} -> {path} (ML-Agents model version 3; loader rules checked)")
+        print(f"unity brains: {folder / 'brains.json'}")
+    if (args.export_onnx or args.export_unity) and args.episodes is None and args.steps is None:
+        return 0
 
     video_dir = (
         Path(args.video).resolve() if args.video else (found.checkpoint / "monitor" if args.monitor else None)

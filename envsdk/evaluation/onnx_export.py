@@ -88,7 +88,7 @@ class Layout:
         return names
 
 
-class _Policy(torch.nn.Module):
+class PolicyNet(torch.nn.Module):
     """Raw observation parts (+ mask) -> one output per action part, as one plain forward."""
 
     def __init__(
@@ -107,6 +107,13 @@ class _Policy(torch.nn.Module):
         self.obs_filter = obs_filter
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        raw = self.dist_inputs(*inputs)
+        if self.layout.q_values:
+            return (raw,)
+        return tuple(self._output(raw[..., a.start : a.start + a.width], a) for a in self.layout.actions)
+
+    def dist_inputs(self, *inputs: torch.Tensor) -> torch.Tensor:
+        """The action distribution's inputs for all action parts (DQN: the Q-values), masks applied."""
         from ray.rllib.core.columns import Columns
 
         layout = self.layout
@@ -123,9 +130,10 @@ class _Policy(torch.nn.Module):
         if layout.q_values:
             from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
 
-            return (self.module.compute_q_values(batch)[QF_PREDS],)
-        raw = self.module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
-        return tuple(self._output(raw[..., a.start : a.start + a.width], a) for a in layout.actions)
+            q_values: torch.Tensor = self.module.compute_q_values(batch)[QF_PREDS]
+            return q_values
+        raw: torch.Tensor = self.module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
+        return raw
 
     def _output(self, columns: torch.Tensor, leaf: ActLeaf) -> torch.Tensor:
         if leaf.discrete:
@@ -186,7 +194,7 @@ def layout_for(obs_space: gym.Space, act_space: gym.Space, q_values: bool = Fals
         ) from err
 
 
-def _policies(restored: Restored) -> dict[str, torch.nn.Module]:
+def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
     """policy id -> a torch module taking the ONNX inputs, in eval mode."""
     if not restored.new_stack:
         from ray.rllib.policy.policy import Policy
@@ -221,7 +229,7 @@ def _policies(restored: Restored) -> dict[str, torch.nn.Module]:
         dist = module.get_inference_action_dist_cls() if not layout.q_values else None
         squashed = isinstance(dist, type) and issubclass(dist, TorchSquashedGaussian)
         obs_filter = saved_statistics(restored, module)
-        out[path.name] = _Policy(module, layout, bounds, squashed, obs_filter).eval()
+        out[path.name] = PolicyNet(module, layout, bounds, squashed, obs_filter).eval()
     return out
 
 
@@ -264,7 +272,7 @@ def greedy(outputs: list[np.ndarray], layout: Layout) -> list[np.ndarray]:
 
 def export(restored: Restored, path: Path, seed: int = 0) -> dict[str, Path]:
     """Write one ONNX file per policy (``FILE`` itself for a single policy); verified."""
-    policies = _policies(restored)
+    policies = policy_nets(restored)
     torch.onnx.register_custom_op_symbolic("aten::nanmean", _nanmean, OPSET)  # type: ignore[attr-defined]
     written: dict[str, Path] = {}
     for pid, policy in policies.items():

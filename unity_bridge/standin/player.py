@@ -21,15 +21,20 @@ import argparse
 import os
 import sys
 import time
-from typing import IO
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
 
 import cv2
 import grpc
 import numpy as np
 
 from unity_bridge import side_channels
+from unity_bridge.observations import decode
 from unity_bridge.protocol import communicator_objects_pb2 as pb
 from unity_bridge.standin.game import Game, Report, make_game
+
+if TYPE_CHECKING:
+    from unity_bridge.brain import BrainPlayer
 
 EXCHANGE = "/communicator_objects.UnityToExternalProto/Exchange"
 
@@ -56,6 +61,9 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--hang-after", type=int, default=0)
     p.add_argument("--api-version", default="1.5.0")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--brain", type=Path, help="play with exported brains (a brains.json folder or one .onnx)")
+    p.add_argument("--episodes", type=int, default=20, help="with --brain: rounds to play")
+    p.add_argument("--stochastic", action="store_true", help="with --brain: sample, not the greedy action")
     args, _ = p.parse_known_args(argv)  # like Unity, ignore what it does not know
     return args
 
@@ -263,6 +271,57 @@ class Player:
                 self.log(f"error: masked action {int(choice)} in branch {branch} for {behavior} agent {slot}")
                 raise SystemExit(5)
 
+    # ---- embedded brains: no trainer ------------------------------------------
+
+    def play(self, brains: BrainPlayer, rounds: int) -> list[float]:
+        """Play ``rounds`` rounds with the brains choosing every action, as a Unity build whose agents
+        carry a model does.  Observations are what the wire would carry, decoded as the bridge decodes
+        them; a round's return is the sum over the agent episodes that end in the same frame (what
+        RLlib reports for a multi-agent episode)."""
+        self.game.reset()
+        running: dict[tuple[str, int], float] = {}
+        returns: list[float] = []
+        while len(returns) < rounds:
+            message = self.output()
+            command = pb.UnityRLInputProto(command=pb.STEP)
+            ended: list[float] = []
+            for behavior, infos in message.unity_output.rl_output.agentInfos.items():
+                asking: list[pb.AgentInfoProto] = []
+                for info in infos.value:
+                    key = (behavior, info.id)
+                    running[key] = running.get(key, 0.0) + info.reward + info.group_reward
+                    if info.done:
+                        ended.append(running.pop(key))
+                    else:
+                        asking.append(info)
+                if asking:
+                    self._decide(brains, behavior, asking, command)
+            if ended:
+                returns.append(sum(ended))
+                self.log(f"brain: round {len(returns)}: return {returns[-1]:.3f} ({len(ended)} agents)")
+            self.apply(command)
+        return returns
+
+    def _decide(
+        self,
+        brains: BrainPlayer,
+        behavior: str,
+        infos: list[pb.AgentInfoProto],
+        command: pb.UnityRLInputProto,
+    ) -> None:
+        per_agent = [[decode(o) for o in info.observations] for info in infos]
+        observations = [np.stack([agent[i] for agent in per_agent]) for i in range(len(per_agent[0]))]
+        branches = self.specs[behavior].branches
+        masks = [
+            1.0 - np.asarray(info.action_mask, np.float32) if info.action_mask else np.ones(sum(branches))
+            for info in infos
+        ]  # the wire's True = unavailable; a brain's 1 = allowed
+        continuous, discrete = brains.act(behavior, observations, np.stack(masks) if branches else None)
+        for c, d in zip(continuous, discrete, strict=True):
+            action = command.agent_actions[behavior].value.add()
+            action.continuous_actions.extend(c.tolist())
+            action.discrete_actions.extend(int(x) for x in d)
+
     # ---- the protocol loop ---------------------------------------------------
 
     def run(self) -> int:
@@ -310,6 +369,14 @@ class Player:
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     log = Log(args.log_file)  # opened once: reopening would truncate what the player wrote
+    if args.brain is not None:
+        from unity_bridge.brain import BrainPlayer
+
+        returns = Player(args, log).play(BrainPlayer(args.brain, not args.stochastic), args.episodes)
+        line = f"brain: {len(returns)} rounds, return mean {np.mean(returns):.4f}, std {np.std(returns):.4f}"
+        log(line)
+        print(line)
+        return 0
     try:
         return Player(args, log).run()
     except grpc.RpcError as err:

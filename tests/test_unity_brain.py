@@ -1,0 +1,85 @@
+"""rollout.py --export-unity: ML-Agents brains for each kind of behavior, and the games that run them.
+
+The chase round trip (trained to its target) and the SeekWatch pair (masked hybrid + camera only) are
+checked in test_unity_training.py, on the runs trained there; here: continuous actions, a camera beside
+a vector (two inputs, in the game's order), a plugin network on two behaviors, and the refusals.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import ROOT, export_and_check_brains, trial_dirs
+
+BRIEF = ["--stop-iters", "1", "--config.train_batch_size=200", "--config.minibatch_size=100"]
+
+
+def _trained(train, *args: str) -> str:
+    before = set(trial_dirs(train.results))
+    out = train(*args, *BRIEF, "--checkpoint-at-end", timeout=300)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    (trial,) = set(trial_dirs(train.results)) - before
+    return str(trial)
+
+
+@pytest.mark.parametrize(
+    ("extra", "inputs", "outputs"),
+    [
+        (["--actions", "continuous"], ["obs_0"], "continuous_actions"),
+        (["--visual", "16"], ["obs_0", "obs_1", "action_masks"], "discrete_actions"),  # vector, camera
+    ],
+    ids=["continuous", "vector-and-camera"],
+)
+def test_chase_layouts_export_as_brains(train, tmp_path, extra, inputs, outputs):
+    args = ", ".join(f"'{a}'" for a in [*extra, "--max-steps", "30"])
+    trial = _trained(train, "-f", "configs/unity-chase.yaml", f"--config.env_config.additional_args=[{args}]")
+    index = export_and_check_brains(trial, tmp_path)
+    (entry,) = index["behaviors"].values()
+    names = [name for name, _ in entry["observations"]]
+    assert names == (["vector", "camera"] if "--visual" in extra else ["vector"])
+    import onnx
+
+    model = onnx.load(str(tmp_path / "brains" / entry["file"]))
+    assert [i.name for i in model.graph.input] == inputs
+    assert outputs in [o.name for o in model.graph.output]
+
+
+def test_dodgeball_plugin_brains_play_both_teams(train, tmp_path):
+    """models/dodgenet.py on two behaviors (camera + vector, masked branches), one policy each."""
+    trial = _trained(
+        train, "-f", "configs/unity-dodgeball.yaml", "--config.env_config.no_graphics=true",
+        f"--config.env_config.log_folder={tmp_path / 'logs'}",
+    )  # fmt: skip
+    index = export_and_check_brains(trial, tmp_path)
+    assert {b: e["file"] for b, e in index["behaviors"].items()} == {
+        "Dodgeball?team=0": "blue.onnx",
+        "Dodgeball?team=1": "red.onnx",
+    }
+    game = ["--game", "dodgeball", "--agents", "2", "--visual", "16", "--max-steps", "60", "-nographics"]
+    for mode in ([], ["--stochastic"]):  # the player exits 5 on a masked action
+        played = subprocess.run(
+            [sys.executable, "-m", "unity_bridge.standin.player", *game, "--brain", str(tmp_path / "brains"),
+             "--episodes", "10", *mode],
+            cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert played.returncode == 0, played.stdout + played.stderr[-2000:]
+        assert re.search(r"brain: 10 rounds, return mean -?[\d.]+", played.stdout), played.stdout
+
+
+def test_refused_without_a_game_or_with_memory(train, tmp_path):
+    cartpole = _trained(train, "-f", "configs/cartpole-ppo.yaml")
+    lstm = _trained(
+        train, "-f", "configs/unity-chase.yaml", "--config.model_config.use_lstm=true",
+        "--config.env_config.additional_args=['--actions', 'continuous']",  # unmasked: RLlib's LSTM takes it
+    )  # fmt: skip
+    for checkpoint, message in ((cartpole, "is not a Unity game"), (lstm, "is recurrent")):
+        out = subprocess.run(
+            [sys.executable, "rollout.py", checkpoint, "--export-unity", str(tmp_path / "brains")],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert not (tmp_path / "brains" / "brains.json").exists()

@@ -1,0 +1,354 @@
+"""``rollout.py CKPT --export-unity DIR``: trained policies as ML-Agents brains that a Unity project runs.
+
+One ``DIR/<policy id>.onnx`` per policy that acts for a behavior of the game,
+in ML-Agents' model format version 3 (what its Inference Engine / Sentis /
+Barracuda loaders read), plus ``DIR/brains.json``: behavior -> file, with the
+spec each was exported for.
+
+Inputs (float32, batch axis first and dynamic): ``obs_0``, ``obs_1``, ... in
+the order and shape the game declared its observations, and
+``action_masks`` (1 = allowed) when the behavior has discrete actions.
+Outputs: ``version_number`` (3), ``memory_size`` (0), and for continuous
+actions ``continuous_actions`` (sampled), ``continuous_action_output_shape``,
+``deterministic_continuous_actions``; for discrete ones
+``discrete_actions`` (sampled, int64, masks honoured),
+``discrete_action_output_shape`` and ``deterministic_discrete_actions``.
+Continuous actions come out clipped to [-1, 1], which is what the game saw
+in training (Unity clips them itself).  The network's own preprocessing
+(image scaling, one-hot, the MeanStdFilter's statistics) is inside the
+graph: the game feeds raw observations, as Unity does.
+
+:class:`BrainPlayer` runs such a folder with onnxruntime; the stand-in
+player uses it for ``--brain``, as a Unity build with an embedded model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from envsdk.errors import UserError
+from envsdk.evaluation.onnx_export import PolicyNet, policy_nets
+from envsdk.evaluation.restore import Restored
+
+MODEL_VERSION = 3
+OPSET = 15  # ML-Agents writes 9; Unity's Inference Engine imports opsets 7 to 15
+MASKS = "action_masks"
+INDEX = "brains.json"
+FORBIDDEN = -1e9  # a masked choice's logit: never the argmax, never sampled
+_ALLOWED_INPUTS = ("action_masks", "recurrent_in", "prev_action", "epsilon", "sequence_length")
+
+
+@dataclass(frozen=True)
+class BrainSpec:
+    """What one behavior declared, and the policy that acts for it."""
+
+    behavior: str
+    policy: str
+    observations: tuple[tuple[str, tuple[int, ...]], ...]  # (name, shape) in the game's order
+    continuous: int
+    branches: tuple[int, ...]
+
+    @property
+    def input_names(self) -> list[str]:
+        names = [f"obs_{i}" for i in range(len(self.observations))]
+        return [*names, MASKS] if self.branches else names
+
+    @property
+    def output_names(self) -> list[str]:
+        names = ["version_number", "memory_size"]
+        if self.continuous:
+            names += [
+                "continuous_actions",
+                "continuous_action_output_shape",
+                "deterministic_continuous_actions",
+            ]
+        if self.branches:
+            names += ["discrete_actions", "discrete_action_output_shape", "deterministic_discrete_actions"]
+        return names
+
+
+class UnityBrain(torch.nn.Module):
+    """The game's observations (+ masks) -> ML-Agents' outputs, around one trained policy network."""
+
+    def __init__(self, net: PolicyNet, spec: BrainSpec):
+        super().__init__()
+        self.net, self.spec = net, spec
+        layout = net.layout
+        names = [name for name, _ in spec.observations]
+        # Our observation is the one part, or a Dict keyed by the game's names (sorted by gymnasium).
+        self.feed_order = [0] if len(names) == 1 else [names.index(leaf.path[0]) for leaf in layout.obs]
+        leaves = layout.actions if not layout.q_values else []
+        self.box = next((a for a in leaves if not a.discrete), None)
+        self.discrete = [a for a in leaves if a.discrete]
+
+    def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        spec, layout = self.spec, self.net.layout
+        observed = inputs[: len(spec.observations)]
+        mask = inputs[len(spec.observations)] if spec.branches else None
+        parts = [observed[i] for i in self.feed_order]
+        if layout.masked and mask is not None:
+            parts.append(mask)
+        raw = self.net.dist_inputs(*parts)
+        out = [torch.tensor([float(MODEL_VERSION)]), torch.tensor([0.0])]
+        if spec.continuous:
+            out += self._continuous(raw)
+        if spec.branches:
+            out += self._discrete(raw, mask)
+        return tuple(out)
+
+    def _continuous(self, raw: torch.Tensor) -> list[torch.Tensor]:
+        n, box = self.spec.continuous, self.box
+        assert box is not None, "a behavior with continuous actions has a Box part"
+        mean = raw[..., box.start : box.start + n]
+        log_std = raw[..., box.start + n : box.start + 2 * n]
+        sampled = mean + torch.exp(log_std) * torch.randn_like(mean)
+        if self.net.squashed:
+            mean, sampled = torch.tanh(mean), torch.tanh(sampled)
+        shape = torch.tensor([float(n)])
+        return [sampled.clamp(-1.0, 1.0), shape, mean.clamp(-1.0, 1.0)]
+
+    def _discrete(self, raw: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
+        if self.net.layout.q_values:  # DQN: one branch of Q-values, acted on greedily
+            logits = [raw]
+        else:
+            columns = torch.cat([raw[..., a.start : a.start + a.width] for a in self.discrete], dim=-1)
+            logits = list(torch.split(columns, list(self.spec.branches), dim=-1))
+        if mask is not None:  # the game's masks again: a plugin network may not read them
+            allowed = torch.split(mask, list(self.spec.branches), dim=-1)
+            logits = [
+                torch.where(m > 0.5, lg, torch.full_like(lg, FORBIDDEN))
+                for lg, m in zip(logits, allowed, strict=True)
+            ]
+        greedy = torch.stack([lg.argmax(-1) for lg in logits], dim=-1)
+        if self.net.layout.q_values:
+            sampled = greedy
+        else:  # Gumbel-max: argmax(logits + Gumbel noise) is a sample of softmax(logits)
+            noise = [torch.rand_like(lg).clamp(1e-7, 1.0 - 1e-7) for lg in logits]
+            sampled = torch.stack(
+                [(lg - torch.log(-torch.log(u))).argmax(-1) for lg, u in zip(logits, noise, strict=True)], -1
+            )
+        shape = torch.tensor([[float(b) for b in self.spec.branches]])
+        return [sampled.to(torch.int64), shape, greedy.to(torch.int64)]
+
+
+def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
+    """Behavior -> spec, read from the game itself (started once, with no graphics when it can)."""
+    from unity_bridge.rllib_env import UnityEnv, UnityGymEnv, agent_key
+
+    target = getattr(restored.env.creator, "target", None)
+    if not (isinstance(target, type) and issubclass(target, UnityEnv | UnityGymEnv)):
+        raise UserError(
+            f"--export-unity: this checkpoint's env ({restored.env.name}) is not a Unity game",
+            "use --export-onnx for a plain ONNX file",
+        )
+    env = restored.env.make(dict(restored.env_config))
+    try:
+        multi = env.multi if isinstance(env, UnityGymEnv) else env
+        out = {}
+        for behavior, spec in multi.game.specs.items():
+            policy = (
+                "default_policy"
+                if isinstance(env, UnityGymEnv)
+                else multi.policy_mapping_fn(agent_key(behavior, 0))
+            )
+            observations = tuple((o.name, tuple(int(d) for d in o.shape)) for o in spec.observations)
+            out[behavior] = BrainSpec(behavior, policy, observations, spec.continuous, tuple(spec.branches))
+        return out
+    finally:
+        env.close()
+
+
+def export_brains(restored: Restored, folder: Path, seed: int = 0) -> dict[str, Path]:
+    """Write one brain per policy that acts for a behavior, and brains.json; behavior -> file."""
+    if not restored.new_stack:
+        raise UserError(
+            "--export-unity takes new API stack checkpoints", "retrain with RLlib's new API stack"
+        )
+    nets = policy_nets(restored)
+    for pid, net in nets.items():
+        module = getattr(net, "module", None)
+        if module is not None and module.is_stateful():
+            raise UserError(
+                f"--export-unity: policy '{pid}' is recurrent, and brains with memory are not exported yet",
+                "train without use_lstm to run the policy in Unity",
+            )
+    specs = brain_specs(restored)
+    folder.mkdir(parents=True, exist_ok=True)
+    exported: dict[str, Path] = {}  # policy id -> file (behaviors with one policy share it)
+    for spec in specs.values():
+        if spec.policy in exported:
+            continue
+        found = nets.get(spec.policy)
+        if not isinstance(found, PolicyNet):
+            raise UserError(
+                f"--export-unity: behavior '{spec.behavior}' is played by policy '{spec.policy}', "
+                "which the checkpoint does not hold",
+                f"the checkpoint has: {', '.join(nets)}",
+            )
+        path = folder / f"{spec.policy}.onnx"
+        _export_one(UnityBrain(found, spec).eval(), spec, path, seed)
+        exported[spec.policy] = path
+    files = {b: exported[s.policy] for b, s in specs.items()}
+    index = {
+        "format": 1,
+        "model_version": MODEL_VERSION,
+        "checkpoint": str(restored.checkpoint),
+        "behaviors": {b: {"file": files[b].name, **asdict(s)} for b, s in specs.items()},
+    }
+    tmp = folder / f".{INDEX}.part"
+    tmp.write_text(json.dumps(index, indent=2) + "\n")
+    os.replace(tmp, folder / INDEX)
+    return files
+
+
+def sample_feeds(spec: BrainSpec, batch: int, seed: int) -> dict[str, np.ndarray]:
+    """Observations in [0, 1) and masks that leave at least one choice per branch."""
+    rng = np.random.default_rng(seed)
+    feeds = {
+        f"obs_{i}": rng.random((batch, *shape), dtype=np.float32)
+        for i, (_, shape) in enumerate(spec.observations)
+    }
+    if spec.branches:
+        mask = (rng.random((batch, sum(spec.branches))) < 0.6).astype(np.float32)
+        start = 0
+        for size in spec.branches:
+            mask[np.arange(batch), start + rng.integers(size, size=batch)] = 1.0
+            start += size
+        feeds[MASKS] = mask
+    return feeds
+
+
+def _export_one(brain: UnityBrain, spec: BrainSpec, path: Path, seed: int) -> None:
+    feeds = sample_feeds(spec, 8, seed)
+    args = tuple(torch.from_numpy(feeds[n]) for n in spec.input_names)
+    batched = [n for n in spec.output_names if not n.endswith(("_shape", "version_number", "memory_size"))]
+    tmp = path.with_name(f".{path.name}.part")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's own deprecation notes; the checks below are real
+        torch.onnx.export(
+            brain,
+            args,
+            str(tmp),
+            input_names=spec.input_names,
+            output_names=spec.output_names,
+            dynamic_axes={n: {0: "batch"} for n in [*spec.input_names, *batched]},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+        expected = dict(zip(spec.output_names, (t.numpy() for t in brain(*args)), strict=True))
+    problems = check_brain(tmp, spec)
+    got = _run(tmp, feeds)
+    for name in ("deterministic_discrete_actions", "deterministic_continuous_actions"):
+        if name in expected and not np.allclose(got[name], expected[name], atol=1e-5):
+            problems.append(f"{name} disagrees with torch on the same inputs")
+    if problems:
+        tmp.unlink()
+        raise RuntimeError(f"--export-unity {path.name}: " + "; ".join(problems))
+    os.replace(tmp, path)
+
+
+def _run(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(None, feeds), strict=True))
+
+
+def check_brain(path: Path, spec: BrainSpec) -> list[str]:
+    """What Unity's model loader checks, as a list of problems (empty: the file loads).
+
+    Written from ML-Agents' loader rules: the version and memory constants, each observation input's
+    shape against the game's, the action outputs' names, types, ranks and constants, and no input
+    the loader does not know.
+    """
+    import onnx
+
+    model = onnx.load(str(path))
+    problems = []
+    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
+    if not 7 <= opset <= OPSET:
+        problems.append(f"opset {opset} is outside what Unity imports (7 to {OPSET})")
+    inputs = {i.name: i for i in model.graph.input}
+    outputs = {o.name: o for o in model.graph.output}
+    for name in inputs:
+        if not (name.startswith("obs_") or name in _ALLOWED_INPUTS):
+            problems.append(f"input '{name}' is not one Unity feeds")
+    for i, (_, shape) in enumerate(spec.observations):
+        got = _shape(inputs.get(f"obs_{i}"))
+        if got != ["batch", *shape]:
+            problems.append(f"obs_{i} is {got}, the game declares [batch, {', '.join(map(str, shape))}]")
+    if spec.branches and _shape(inputs.get(MASKS)) != ["batch", sum(spec.branches)]:
+        problems.append(f"{MASKS} is {_shape(inputs.get(MASKS))}, wanted [batch, {sum(spec.branches)}]")
+    wanted_types = {"discrete_actions": 7, "deterministic_discrete_actions": 7}  # 7: int64, 1: float32
+    for name in spec.output_names:
+        if name not in outputs:
+            problems.append(f"output '{name}' is missing")
+        elif outputs[name].type.tensor_type.elem_type != wanted_types.get(name, 1):
+            problems.append(f"output '{name}' has element type {outputs[name].type.tensor_type.elem_type}")
+    values = _run(path, sample_feeds(spec, 3, 0))
+    constants: dict[str, list[Any]] = {"version_number": [MODEL_VERSION], "memory_size": [0]}
+    if spec.continuous:
+        constants["continuous_action_output_shape"] = [spec.continuous]
+    if spec.branches:
+        constants["discrete_action_output_shape"] = [list(spec.branches)]
+    for name, value in constants.items():
+        if name in values and values[name].tolist() != value:
+            problems.append(f"{name} is {values[name].tolist()}, wanted {value}")
+    for name, width in (("continuous_actions", spec.continuous), ("discrete_actions", len(spec.branches))):
+        for variant in (name, f"deterministic_{name}"):
+            if width and variant in values and values[variant].shape != (3, width):
+                problems.append(f"{variant} has shape {values[variant].shape}, wanted (batch, {width})")
+    return problems
+
+
+def _shape(value: Any) -> list[Any] | None:
+    if value is None:
+        return None
+    dims = value.type.tensor_type.shape.dim
+    return [d.dim_param if d.dim_param else d.dim_value for d in dims]
+
+
+class BrainPlayer:
+    """Runs exported brains with onnxruntime: behavior -> actions, as a Unity build does."""
+
+    def __init__(self, source: Path, deterministic: bool = True):
+        folder = source if source.is_dir() else source.parent
+        index = json.loads((folder / INDEX).read_text()) if (folder / INDEX).is_file() else None
+        if index is None and source.is_dir():
+            raise FileNotFoundError(f"{source}: no {INDEX} (written by rollout.py --export-unity)")
+        self.deterministic = deterministic
+        self.files = {b: folder / e["file"] for b, e in index["behaviors"].items()} if index else {}
+        self.default = source if source.is_file() else None
+        self._sessions: dict[Path, Any] = {}
+
+    def act(
+        self, behavior: str, observations: list[np.ndarray], mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A batch of agents' observations (one array per observation) -> (continuous, discrete)."""
+        import onnxruntime
+
+        path = self.files.get(behavior, self.default)
+        if path is None:
+            raise KeyError(f"no brain for behavior '{behavior}'")
+        if path not in self._sessions:
+            self._sessions[path] = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        session = self._sessions[path]
+        feeds = {f"obs_{i}": np.asarray(o, np.float32) for i, o in enumerate(observations)}
+        if mask is not None and any(i.name == MASKS for i in session.get_inputs()):
+            feeds[MASKS] = mask.astype(np.float32)
+        names = [o.name for o in session.get_outputs()]
+        out = dict(zip(names, session.run(None, feeds), strict=True))
+        prefix = "deterministic_" if self.deterministic else ""
+        batch = len(observations[0])
+        continuous = out.get(f"{prefix}continuous_actions", np.zeros((batch, 0), np.float32))
+        discrete = out.get(f"{prefix}discrete_actions", np.zeros((batch, 0), np.int64))
+        return continuous, discrete
