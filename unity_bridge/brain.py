@@ -139,9 +139,8 @@ class UnityBrain(torch.nn.Module):
         return [sampled.to(torch.int64), shape, greedy.to(torch.int64)]
 
 
-def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
-    """Behavior -> spec, read from the game itself (started once, with no graphics when it can)."""
-    from unity_bridge.rllib_env import UnityEnv, UnityGymEnv, agent_key
+def _require_unity(restored: Restored) -> None:
+    from unity_bridge.rllib_env import UnityEnv, UnityGymEnv
 
     target = getattr(restored.env.creator, "target", None)
     if not (isinstance(target, type) and issubclass(target, UnityEnv | UnityGymEnv)):
@@ -149,6 +148,12 @@ def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
             f"--export-unity: this checkpoint's env ({restored.env.name}) is not a Unity game",
             "use --export-onnx for a plain ONNX file",
         )
+
+
+def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
+    """Behavior -> spec, read from the game itself (started once, with no graphics when it can)."""
+    from unity_bridge.rllib_env import UnityGymEnv, agent_key
+
     env = restored.env.make(dict(restored.env_config))
     try:
         multi = env.multi if isinstance(env, UnityGymEnv) else env
@@ -168,6 +173,7 @@ def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
 
 def export_brains(restored: Restored, folder: Path, seed: int = 0) -> dict[str, Path]:
     """Write one brain per policy that acts for a behavior, and brains.json; behavior -> file."""
+    _require_unity(restored)
     if not restored.new_stack:
         raise UserError(
             "--export-unity takes new API stack checkpoints", "retrain with RLlib's new API stack"
