@@ -50,6 +50,7 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/solve_cartpole.py
 	$(PY) benchmarks/bridge.py
 	$(PY) benchmarks/scaling.py
+	$(PY) benchmarks/multiagent.py
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/startup.py
 

@@ -1,0 +1,130 @@
+"""Agent steps per second through RLlib's multi-agent path on the Unity stand-in, 1 and 16 agents.
+
+configs/unity-chase.yaml as users run it (PPO, one remote env runner), with
+``--agents 1`` and ``--agents 16``: agent steps sampled per second of the env
+runner's sampling time, and agent steps per second of the whole iteration
+(sampling + learning), from progress.csv over the iterations after the first.
+Beside them, the same game stepped in this process with random actions (no
+protocol, no RLlib): the ceiling.  Also the number of progress.csv columns
+the run wrote (RLlib reports some metrics per agent id, and Unity gives an
+agent a new id every episode).  Writes a table into benchmarks/RESULTS.md.
+
+    python benchmarks/multiagent.py [--iterations 5] [--seeds 0 1 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, append_results, machine
+
+from unity_bridge.standin.build import BUILDS, write_build
+from unity_bridge.standin.game import make_game
+
+CONFIG = ROOT / "configs" / "unity-chase.yaml"
+AGENTS = (1, 16)
+
+
+def in_process_rate(agents: int, seconds: float = 2.0) -> float:
+    """Agent steps per second of the game alone, random legal actions, every agent every frame."""
+    game = make_game("chase", agents=agents, seed=0, decision_period=1, max_steps=30, actions="discrete")
+    game.reset()
+    rng = np.random.default_rng(0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        reports = game.reports()  # each asking agent's observation (and the finished ones')
+        actions = {}
+        for r in reports:
+            if not r.agent.done:
+                allowed = np.flatnonzero(~r.mask) if r.mask is not None else np.arange(3)
+                actions[r.agent.slot] = (np.zeros(0, np.float32), np.array([rng.choice(allowed)]))
+        game.after_report()
+        game.step(actions)
+        steps += len(reports)
+    return steps / (time.perf_counter() - start)
+
+
+def rllib_rates(
+    agents: int, iterations: int, seed: int, folder: Path, builds: Path
+) -> tuple[float, float, int]:
+    """(sampled agent steps/s of sampling time, agent steps/s of iteration time, progress.csv columns)."""
+    args = f"['--agents', '{agents}', '--max-steps', '30']"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "-f", str(CONFIG), "--stop-iters", str(iterations),
+         f"--config.env_config.file_name={builds / 'Chase'}", f"--config.env_config.additional_args={args}",
+         f"--config.seed={seed}", "--local-dir", str(folder)],
+        cwd=ROOT, capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise SystemExit(f"train.py failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    (progress,) = folder.glob("*/*/progress.csv")
+    with progress.open() as fh:
+        rows = list(csv.DictReader(fh))
+    columns = len(rows[0])
+    later = rows[1:]  # the first iteration pays for start-up
+    agent_steps = [
+        sum(float(v) for k, v in r.items() if k.startswith("env_runners/num_agent_steps_sampled/") and v)
+        for r in later
+    ]
+    sampling = sum(float(r["timers/env_runner_sampling_timer"]) for r in later)
+    total = sum(float(r["time_this_iter_s"]) for r in later)
+    return sum(agent_steps) / sampling, sum(agent_steps) / total, columns
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--iterations", type=int, default=5)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = p.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        builds = Path(tmp) / "builds"
+        write_build(builds, "Chase", BUILDS["Chase"])
+        for agents in AGENTS:
+            runs = []
+            for seed in args.seeds:
+                runs.append(
+                    rllib_rates(agents, args.iterations, seed, Path(tmp) / f"a{agents}-s{seed}", builds)
+                )
+                print(
+                    f"{agents} agents, seed {seed}: {runs[-1][0]:.0f} sampled/s, {runs[-1][1]:.0f} trained/s"
+                )
+            ceiling = in_process_rate(agents)
+            sampled = statistics.median(r[0] for r in runs)
+            whole = statistics.median(r[1] for r in runs)
+            columns = max(r[2] for r in runs)
+            rows.append(
+                f"| {agents} | {sampled:.0f} | {whole:.0f} | {ceiling:.0f} | "
+                f"{ceiling / sampled:.0f}x | {columns} |"
+            )
+    append_results(
+        [
+            "### multiagent: agent steps per second on the Unity stand-in through RLlib, "
+            f"{datetime.date.today()}",
+            f"Machine: {machine()}. `python benchmarks/multiagent.py --iterations {args.iterations} --seeds "
+            f"{' '.join(map(str, args.seeds))}`. {CONFIG.relative_to(ROOT)} (PPO, one remote env runner, "
+            "train_batch_size 1000) with the stand-in's `--agents N`; medians over the seeds, iterations "
+            "after the first. Sampled: agent steps per second of the env runner's sampling time. "
+            "Trained: agent steps per second of the whole iteration. In-process: the game alone.",
+            "",
+            "| agents | sampled (agent steps/s) | trained (agent steps/s) | in-process game | game / sampled "
+            "| progress.csv columns |",
+            "|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+
+
+if __name__ == "__main__":
+    main()
