@@ -127,4 +127,4 @@ def test_bash_completion_knows_commands_and_flags(tmp_path):
         "COMP_WORDS=(envsdk rollout --export); COMP_CWORD=2; _envsdk; echo ${COMPREPLY[@]}\n"
     )
     lines = subprocess.run(["bash", "-c", probe], capture_output=True, text=True).stdout.splitlines()
-    assert lines == ["evaluate", "--stop-iters", "--export-onnx"]
+    assert lines == ["evaluate", "--stop-iters", "--export-onnx --export-unity"]
