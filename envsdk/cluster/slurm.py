@@ -163,7 +163,9 @@ def _train(job: Job) -> list[str]:
         f"python train.py {words} &",
         "train_pid=$!",
         "interrupted=0",
-        "trap 'interrupted=1; kill -TERM \"$train_pid\"' TERM",
+        # Tolerant: Slurm's own SIGTERM can come after training has ended (scontrol requeue sends one),
+        # and a failing kill under set -e would end this script with 1, booked as the job's exit code.
+        "trap 'interrupted=1; kill -TERM \"$train_pid\" 2>/dev/null || true' TERM",
         "status=0",
         'wait "$train_pid" || status=$?',
         'if [ "$interrupted" = 1 ]; then  # the trap cut the first wait short',
