@@ -62,7 +62,8 @@ def rllib_rates(
     args = f"['--agents', '{agents}', '--max-steps', '30']"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "-f", str(CONFIG), "--stop-iters", str(iterations),
-         f"--config.env_config.file_name={builds / 'Chase'}", f"--config.env_config.additional_args={args}",
+         "--stop-reward", "1000", f"--config.env_config.file_name={builds / 'Chase'}",
+         f"--config.env_config.additional_args={args}",
          f"--config.seed={seed}", "--local-dir", str(folder)],
         cwd=ROOT, capture_output=True, text=True, timeout=1200,
     )  # fmt: skip
@@ -74,7 +75,7 @@ def rllib_rates(
     columns = len(rows[0])
     later = rows[1:]  # the first iteration pays for start-up
     agent_steps = [
-        sum(float(v) for k, v in r.items() if k.startswith("env_runners/num_agent_steps_sampled/") and v)
+        sum(float(v) for k, v in r.items() if k.startswith("env_runners/num_module_steps_sampled/") and v)
         for r in later
     ]
     sampling = sum(float(r["timers/env_runner_sampling_timer"]) for r in later)
