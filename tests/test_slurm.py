@@ -174,7 +174,13 @@ def test_one_node_job_checkpoints_requeues_and_resumes(slurm, tmp_path):
     ):
         assert time.time() < deadline, f"the job was not requeued:\n{job_log.read_text()[-3000:]}"
         time.sleep(1)
-    _slurm("scontrol", "update", f"JobId={job}", "StartTime=now", conf=slurm)  # skip Slurm's requeue delay
+    # Skip Slurm's requeue delay, but only once the node has finished cleaning up after the first run:
+    # started while slurmd still completes the old one, the launch itself fails (FAILED, RunTime 0).
+    while "State=IDLE " not in _slurm("scontrol", "show", "node", conf=slurm).stdout + " ":
+        assert time.time() < deadline + 120, _slurm("scontrol", "show", "node", conf=slurm).stdout
+        time.sleep(1)
+    time.sleep(2)
+    _slurm("scontrol", "update", f"JobId={job}", "StartTime=now", conf=slurm)
     while "JobState=COMPLETED" not in (state := _slurm("scontrol", "show", "job", job, conf=slurm).stdout):
         assert "FAILED" not in state and time.time() < deadline + 240, state + job_log.read_text()[-3000:]
         time.sleep(1)
