@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from envsdk.errors import UserError
-from envsdk.evaluation.onnx_export import PolicyNet, policy_nets
+from envsdk.evaluation.onnx_export import PolicyNet, allowing_masks, policy_nets
 from envsdk.evaluation.restore import Restored
 
 MODEL_VERSION = 3
@@ -223,12 +223,7 @@ def sample_feeds(spec: BrainSpec, batch: int, seed: int) -> dict[str, np.ndarray
         for i, (_, shape) in enumerate(spec.observations)
     }
     if spec.branches:
-        mask = (rng.random((batch, sum(spec.branches))) < 0.6).astype(np.float32)
-        start = 0
-        for size in spec.branches:
-            mask[np.arange(batch), start + rng.integers(size, size=batch)] = 1.0
-            start += size
-        feeds[MASKS] = mask
+        feeds[MASKS] = allowing_masks(list(spec.branches), batch, rng)
     return feeds
 
 

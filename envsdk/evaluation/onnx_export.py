@@ -240,18 +240,21 @@ def sample_inputs(layout: Layout, batch: int, seed: int) -> dict[str, np.ndarray
         leaf.space.seed(seed)
         values = np.stack([np.asarray(leaf.space.sample()) for _ in range(batch)])
         feeds[name] = values.astype(np.float32) if values.dtype == np.float64 else values
-    if layout.masked:
-        rng = np.random.default_rng(seed)
-        mask = (rng.random((batch, mask_size(layout.action_space))) < 0.6).astype(np.float32)
-        for act in layout.actions:
-            if act.mask_start is not None:  # a discrete part
-                sizes = branch_sizes(act.space)
-                start = act.mask_start
-                for size in sizes:
-                    mask[np.arange(batch), start + rng.integers(int(size), size=batch)] = 1.0
-                    start += int(size)
-        feeds[MASK_INPUT] = mask
+    if layout.masked:  # the discrete parts' branches lie side by side in the mask, in order
+        branches = [size for act in layout.actions if act.discrete for size in branch_sizes(act.space)]
+        assert sum(branches) == mask_size(layout.action_space)
+        feeds[MASK_INPUT] = allowing_masks(branches, batch, np.random.default_rng(seed))
     return feeds
+
+
+def allowing_masks(branches: list[int], batch: int, rng: np.random.Generator) -> np.ndarray:
+    """Random float32 masks (1 = allowed) over consecutive branches, each allowing at least one choice."""
+    mask = (rng.random((batch, sum(branches))) < 0.6).astype(np.float32)
+    start = 0
+    for size in branches:
+        mask[np.arange(batch), start + rng.integers(size, size=batch)] = 1.0
+        start += size
+    return mask
 
 
 def greedy(outputs: list[np.ndarray], layout: Layout) -> list[np.ndarray]:
