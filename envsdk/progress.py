@@ -18,6 +18,7 @@ RETURN = "env_runners/episode_return_mean"
 EVAL_RETURN = "evaluation/env_runners/episode_return_mean"  # offline algorithms' only return
 STEPS = "num_env_steps_sampled_lifetime"
 HEALTH = "env_runner_health"  # added by envsdk.training.failures when remote env runners fail
+SELF_PLAY = "self_play"  # added by envsdk.training.self_play: per policy, its ELO and games
 
 
 def lookup(result: dict[str, Any], path: str) -> Any:
@@ -79,10 +80,24 @@ def format_line(name: str, result: dict[str, Any], stop: dict[str, Any]) -> str:
         parts.append(f"~{fmt_duration(eta)} left")
     if RETURN in stop:
         parts.append(f"target {stop[RETURN]}")
-    health = health_note(result)
-    if health:
-        parts.append(health)
+    for note in (self_play_note(result), health_note(result)):
+        if note:
+            parts.append(note)
     return " | ".join(parts)
+
+
+def self_play_note(result: dict[str, Any]) -> str | None:
+    """``elo cycle 1420 (won 0.62)`` for each self-play policy (None for other runs)."""
+    block = result.get(SELF_PLAY)
+    if not isinstance(block, dict):
+        return None
+    notes = []
+    for policy, stats in block.items():
+        if isinstance(stats, dict) and "elo" in stats:
+            won = stats.get("win_rate")
+            rate = f" (won {won:.2f})" if isinstance(won, float) and not math.isnan(won) else ""
+            notes.append(f"elo {policy} {stats['elo']:.0f}{rate}")
+    return ", ".join(notes) or None
 
 
 def health_note(result: dict[str, Any]) -> str | None:

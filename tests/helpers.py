@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,25 @@ def run_train(args: list[str], cwd: Path = ROOT, timeout: int = 300) -> subproce
         text=True,
         timeout=timeout,
     )
+
+
+def start_train(args: list[str]) -> subprocess.Popen:
+    """train.py in its own session, output piped: for tests that signal it mid-run."""
+    return subprocess.Popen(
+        [sys.executable, "train.py", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+
+
+def wait_for_rows(results: Path, proc: subprocess.Popen, rows: int, timeout: float = 180) -> Path:
+    """Wait until the first trial under ``results`` has ``rows`` iterations; returns the trial."""
+    deadline = time.time() + timeout
+    while True:
+        trials = trial_dirs(results)
+        if trials and len(progress_rows(trials[0])) >= rows:
+            return trials[0]
+        assert proc.poll() is None and time.time() < deadline, "training did not get going"
+        time.sleep(0.2)
 
 
 def trial_dirs(results: Path) -> list[Path]:

@@ -3,31 +3,11 @@
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
 from envsdk.training.checkpoints import verify
-from tests.helpers import ROOT, progress_rows, run_train, trial_dirs
-
-
-def _start(args: list[str]) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "train.py", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-
-
-def _wait_for_rows(results, proc: subprocess.Popen, rows: int) -> None:
-    deadline = time.time() + 180
-    while True:
-        trials = trial_dirs(results)
-        if trials and len(progress_rows(trials[0])) >= rows:
-            return
-        assert proc.poll() is None and time.time() < deadline, "training did not get going"
-        time.sleep(0.2)
+from tests.helpers import progress_rows, run_train, start_train, trial_dirs, wait_for_rows
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -36,9 +16,9 @@ def test_signal_checkpoints_exits_0_and_resume_continues(ray_address, tmp_path, 
         "-f", "configs/cartpole-ppo.yaml", "--stop-iters", "12", "--stop-reward", "1000",
         "--ray-address", ray_address, "--local-dir", str(tmp_path),
     ]  # fmt: skip
-    proc = _start(args)
+    proc = start_train(args)
     try:
-        _wait_for_rows(tmp_path, proc, 2)
+        wait_for_rows(tmp_path, proc, 2)
         proc.send_signal(sig)
         out, _ = proc.communicate(timeout=180)
     finally:

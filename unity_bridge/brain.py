@@ -37,6 +37,7 @@ import torch
 from envsdk.errors import UserError
 from envsdk.evaluation.onnx_export import PolicyNet, allowing_masks, policy_nets
 from envsdk.evaluation.restore import Restored
+from envsdk.training.self_play import SelfPlayMapping
 
 MODEL_VERSION = 3
 OPSET = 15  # ML-Agents writes 9; Unity's Inference Engine imports opsets 7 to 15
@@ -154,16 +155,18 @@ def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
     """Behavior -> spec, read from the game itself (started once, with no graphics when it can)."""
     from unity_bridge.rllib_env import UnityGymEnv, agent_key
 
+    mapping = getattr(restored.config, "policy_mapping_fn", None)
     env = restored.env.make(dict(restored.env_config))
     try:
         multi = env.multi if isinstance(env, UnityGymEnv) else env
         out = {}
         for behavior, spec in multi.game.specs.items():
-            policy = (
-                "default_policy"
-                if isinstance(env, UnityGymEnv)
-                else multi.policy_mapping_fn(agent_key(behavior, 0))
-            )
+            if isinstance(env, UnityGymEnv):
+                policy = "default_policy"
+            elif isinstance(mapping, SelfPlayMapping):  # both teams' behaviors: the policy they train
+                policy = mapping.policy_of(agent_key(behavior, 0))
+            else:
+                policy = multi.policy_mapping_fn(agent_key(behavior, 0))
             observations = tuple((o.name, tuple(int(d) for d in o.shape)) for o in spec.observations)
             out[behavior] = BrainSpec(behavior, policy, observations, spec.continuous, tuple(spec.branches))
         return out

@@ -51,6 +51,17 @@ def default_policy_id(behavior: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", behavior).strip("_") or "policy"
 
 
+def team_of(behavior: str) -> int:
+    """ML-Agents' team id: ``Name?team=N`` -> N (0 when the behavior has none)."""
+    match = re.search(r"\?team=(\d+)$", behavior)
+    return int(match.group(1)) if match else 0
+
+
+def behavior_name(behavior: str) -> str:
+    """The behavior without its team: ``Dodgeball?team=1`` -> ``Dodgeball``."""
+    return re.sub(r"\?team=\d+$", "", behavior)
+
+
 class PolicyMapping:
     """Picklable ``policy_mapping_fn``: agent id -> behavior -> policy id."""
 
@@ -60,6 +71,21 @@ class PolicyMapping:
     def __call__(self, agent_id: str, episode: Any = None, **kwargs: Any) -> str:
         behavior = behavior_of(agent_id)
         return self.mapping.get(behavior) or default_policy_id(behavior)
+
+
+class SelfPlayTeams:
+    """Self-play: agent -> (its behavior name's policy, its team), as ML-Agents' ghost trainer pairs them.
+
+    ``policy_mapping`` may name the policy by the behavior's name without its team.
+    """
+
+    def __init__(self, mapping: dict[str, str]):
+        self.mapping = dict(mapping)
+
+    def __call__(self, agent_id: Any) -> tuple[str, int]:
+        behavior = behavior_of(agent_id)
+        name = behavior_name(behavior)
+        return self.mapping.get(name) or default_policy_id(name), team_of(behavior)
 
 
 def observation_space(spec: BehaviorSpec, masked: bool) -> gym.Space:
@@ -170,6 +196,11 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
                 raise PlayerError(f"policy_mapping sends behaviors with different spaces to policy '{pid}'")
             out[pid] = spaces
         return out
+
+    @classmethod
+    def self_play_teams(cls, env_config: dict[str, Any]) -> SelfPlayTeams:
+        """Teams from ``Behavior?team=N``; both teams of one behavior play its policy."""
+        return SelfPlayTeams(LaunchSettings.from_config(env_config).policy_mapping)
 
     @classmethod
     def prepare_env_config(cls, env_config: dict[str, Any], base_dir: Path) -> dict[str, Any]:

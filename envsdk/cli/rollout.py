@@ -28,6 +28,7 @@ EXAMPLES = """examples:
   %(prog)s CHECKPOINT --export-onnx policy.onnx
   %(prog)s CHECKPOINT --export-unity brains/      # Unity ML-Agents models, one per behavior's policy
   %(prog)s CHECKPOINT --num-workers 4 --episodes 100 --ray-address auto
+  %(prog)s CHECKPOINT --episodes 200 --opponent random   # self-play: wins, draws, losses
 
 CHECKPOINT: a checkpoint, a trial folder (its best checkpoint) or an experiment folder (its best trial)."""
 
@@ -70,6 +71,11 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
         "--export-unity",
         metavar="DIR",
         help="write ML-Agents brains (one .onnx per policy + brains.json) that a Unity project runs",
+    )
+    p.add_argument(
+        "--opponent",
+        help="self-play checkpoints: the other teams play latest (the trained policy, default), "
+        "random, or snapshot:N of the pool; wins, draws and losses are reported",
     )
     p.add_argument("--ray-address", help="evaluate on this Ray cluster (with --num-workers)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -151,9 +157,31 @@ def print_episode(number: int, record: Any) -> None:
     line = f"episode {number}: return {record.ret:.2f}, length {record.length}"
     if len(record.agents) > 1 or AGENT not in record.agents:
         line += " (" + ", ".join(f"{a} {t.ret:.2f}" for a, t in record.agents.items()) + ")"
+    if record.games:
+        line += " " + ", ".join(f"{policy}: {GAME_WORDS[result]}" for policy, result in record.games.items())
     if not record.complete:
         line += " [cut by --steps]"
     print(line, flush=True)
+
+
+GAME_WORDS = {1.0: "win", 0.5: "draw", 0.0: "loss"}
+
+
+def games_summary(records: list, opponent: str) -> list[str]:
+    """Self-play: one line per policy, its wins, draws and losses against ``opponent``."""
+    tally: dict[str, list[int]] = {}
+    for record in records:
+        for policy, result in record.games.items():
+            counts = tally.setdefault(policy, [0, 0, 0])
+            counts[[1.0, 0.5, 0.0].index(result)] += 1
+    lines = []
+    for policy, (wins, draws, losses) in sorted(tally.items()):
+        played = wins + draws + losses
+        lines.append(
+            f"{policy} against {opponent}: {wins} wins, {draws} draws, {losses} losses in {played} games"
+            f" (win rate {wins / played:.2f})"
+        )
+    return lines
 
 
 def summary(records: list) -> str:
@@ -191,6 +219,17 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
     found = locate(args.checkpoint)
     print(f"checkpoint: {found.checkpoint} ({found.why})")
     restored = load(found.checkpoint, args.run, args.env, _env_config(args.env_config))
+    opponent = None
+    if args.opponent is not None or restored.new_stack:
+        from envsdk.evaluation import opponents
+
+        opponent = opponents.parse(args.opponent) if args.opponent is not None else None
+        if opponent is not None and not restored.new_stack:
+            raise UserError("--opponent: this checkpoint was not trained with self_play", "drop --opponent")
+        opponents.check(opponent, restored.module_dir)
+        if opponents.self_play_policies(restored.module_dir):
+            opponent = opponent or opponents.Opponent("latest")
+            print(f"self-play: the other teams play {opponent}")
     print(
         f"policy: {restored.algorithm} on {restored.env.name}"
         + (" (old API stack)" if not restored.new_stack else "")
@@ -235,12 +274,15 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
         args.render,
         workers,
         args.num_gpus / workers if workers else 0.0,
+        opponent,
     )
     episodes = None if args.steps else (args.episodes or 1)
     records = evaluate(spec, workers, episodes, args.steps, args.num_gpus)
     if not records:
         raise UserError("no episode finished", "raise --steps")
     print(summary(records))
+    for line in games_summary(records, str(opponent)):
+        print(line)
 
     if video_dir:
         _place_videos(records, video_dir)

@@ -59,6 +59,14 @@ class RLlibHooks:
         """
         return env_config
 
+    @classmethod
+    def self_play_teams(cls, env_config: dict[str, Any]) -> Callable[[Any], tuple[str, int]] | None:
+        """Self-play: a picklable ``agent id -> (policy, team)``; the policy is the one both teams share.
+
+        None (the default): the YAML's ``self_play.teams`` says, and the run's policy mapping.
+        """
+        return None
+
     def policy_specs(self) -> dict[str, tuple[gym.Space, gym.Space]] | None:
         """Multi-agent: policy id -> (observation space, action space), the default ``policies``.
 
@@ -76,11 +84,12 @@ def hooks(env: Any) -> Any:
     return env if declares else _DEFAULT_HOOKS
 
 
-class Env(gym.Env):
+class Env(RLlibHooks, gym.Env):
     """A single-agent environment configured from ``env_config``.
 
     Subclasses set ``observation_space`` and ``action_space`` in ``__init__``
-    and implement gymnasium's ``reset(seed=, options=)`` and ``step(action)``.
+    and implement gymnasium's ``reset(seed=, options=)`` and ``step(action)``;
+    they may override any of :class:`RLlibHooks`.
     """
 
     def __init__(self, config: dict[str, Any] | None = None):
@@ -88,12 +97,13 @@ class Env(gym.Env):
         self.config: dict[str, Any] = dict(config or {})
 
 
-class MultiAgentEnv(_RLlibMultiAgentEnv):
+class MultiAgentEnv(RLlibHooks, _RLlibMultiAgentEnv):
     """A multi-agent environment (RLlib's API) configured from ``env_config``.
 
     Set ``self.agents``/``self.possible_agents`` and the per-agent
     ``observation_spaces``/``action_spaces`` dicts; ``reset`` and ``step``
     return per-agent dicts, with ``"__all__"`` in the terminated/truncated dicts.
+    Override :meth:`RLlibHooks.self_play_teams` for self-play.
     """
 
     def __init__(self, config: dict[str, Any] | None = None):

@@ -17,16 +17,19 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 import tree
 
+from envsdk.evaluation.opponents import Opponent, self_play_policies
+from envsdk.evaluation.opponents import apply as apply_opponent
 from envsdk.evaluation.recording import HUMAN, RENDER, Recorder, Window, enable_rgb_render, wrap
 from envsdk.evaluation.restore import ENV_RUNNER_DIR, Restored
 from envsdk.training.observation_filter import RAW_OBSERVATIONS, freeze_observation_filter
+from envsdk.training.self_play import episode_games
 
 AGENT = "agent"  # the one agent's id in single-agent records
 
@@ -55,6 +58,7 @@ class EpisodeRecord:
     length: int  # env steps
     complete: bool
     video: Path | None = None
+    games: dict[str, float] = field(default_factory=dict)  # self-play: policy -> 1 win, 0.5 draw, 0 loss
 
     @property
     def ret(self) -> float:
@@ -73,6 +77,7 @@ class EvalSpec:
     render: bool = False
     num_workers: int = 0
     num_gpus_per_worker: float = 0.0
+    opponent: Opponent | None = None  # self-play checkpoints: whom the other teams play (default latest)
 
 
 def _batch(items: list[Any]) -> Any:
@@ -164,6 +169,9 @@ class Evaluator:
         else:  # the single-agent runner holds the one module itself
             runner.module.restore_from_path(restored.module_dir / DEFAULT_MODULE_ID)
             modules = [runner.module]
+        if self_play_policies(restored.module_dir):
+            apply_opponent(runner, spec.opponent or Opponent("latest"), restored.module_dir)
+            modules = list(cast(MultiRLModule, runner.module).values())
         for module in modules:
             if hasattr(module, "eval"):
                 module.eval()
@@ -207,7 +215,8 @@ class Evaluator:
     def _record(self, episode: Any) -> EpisodeRecord:
         if self.spec.restored.multi_agent:
             agents = {str(aid): self._trace(e) for aid, e in episode.agent_episodes.items()}
-            return EpisodeRecord(agents, int(episode.env_steps()), bool(episode.is_done))
+            games = episode_games(episode) if episode.is_done else {}
+            return EpisodeRecord(agents, int(episode.env_steps()), bool(episode.is_done), games=games)
         return EpisodeRecord({AGENT: self._trace(episode)}, len(episode), bool(episode.is_done))
 
     def _episode_ended(self, *, episode: Any, **_: Any) -> None:

@@ -54,6 +54,7 @@ from envsdk.envs.default_models.spaces import (
 from envsdk.errors import UserError
 from envsdk.evaluation.restore import Restored
 from envsdk.training.observation_filter import Statistics, saved_statistics
+from envsdk.training.self_play import is_self_play_module
 
 OPSET = 17
 MASK_INPUT = "action_mask"
@@ -216,7 +217,11 @@ def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
     from ray.rllib.core.rl_module.rl_module import RLModule
     from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
-    found = sorted(p for p in restored.module_dir.iterdir() if (p / "module_state.pkl").is_file())
+    found = sorted(
+        p
+        for p in restored.module_dir.iterdir()
+        if (p / "module_state.pkl").is_file() and not is_self_play_module(p.name)  # trained policies only
+    )
     config = restored.config
     bounds = (bool(config.normalize_actions), bool(config.clip_actions))
     out = {}

@@ -14,7 +14,9 @@ Every config key a YAML file may hold is handled in this module:
 * ``curriculum: module.fn`` installs :func:`envsdk.envs.curriculum.apply_curriculum`;
 * ``policies`` (a list of ids), ``policy_mapping_fn`` (an import path) and
   ``policies_to_train`` go to ``config.multi_agent``; the Ray 1.x
-  ``multiagent: {...}`` sub-dict is flattened into them.
+  ``multiagent: {...}`` sub-dict is flattened into them;
+* ``self_play: {...}`` (:mod:`envsdk.config.self_play`) sets up the opponent
+  modules, the mapping and the ELO callbacks (:mod:`envsdk.training.self_play`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from ray.rllib.policy.policy import PolicySpec
 
 from envsdk.config import legacy, offline
 from envsdk.config.experiment import Experiment
+from envsdk.config.self_play import SelfPlaySettings
 from envsdk.config.validation import SEARCH_SPACES, check_config_value, search_domain
 from envsdk.config.yamlio import LineDict
 from envsdk.envs.base import hooks
@@ -47,7 +50,7 @@ from envsdk.envs.plugins import load_model, search_path
 from envsdk.envs.registry import ResolvedEnv, resolve_env
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice, quiet_rllib
-from envsdk.training import observation_filter
+from envsdk.training import observation_filter, self_play
 from envsdk.training.callbacks import add_callback
 
 if TYPE_CHECKING:
@@ -58,9 +61,18 @@ SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces t
 # Keys handled by this module itself (checked where they are used), not by their RLlib default's type.
 NOT_TYPE_CHECKED = {"input", "env", "env_config", "model", "model_config", "curriculum", "callbacks",
                     "policies",
-                    "policy_mapping_fn", "policies_to_train", "multiagent"}  # fmt: skip
+                    "policy_mapping_fn", "policies_to_train", "multiagent", "self_play"}  # fmt: skip
 # Keys this tool adds on top of RLlib's, or accepts in their Python-API spelling.
-EXTRA_KEYS = {"curriculum", "model_config", "lambda_", "env", "env_config", "multiagent", "horizon"}
+EXTRA_KEYS = {
+    "curriculum",
+    "model_config",
+    "lambda_",
+    "env",
+    "env_config",
+    "multiagent",
+    "horizon",
+    "self_play",
+}
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
 
@@ -411,6 +423,46 @@ def _new_stack_settings(values: LineDict, config: AlgorithmConfig, multi_agent: 
         )
 
 
+def _self_play(
+    config: AlgorithmConfig,
+    settings: SelfPlaySettings,
+    info: EnvInfo,
+    multi_agent: dict[str, Any],
+    model: ModelSettings,
+    env_hooks: Any,
+    env_config: dict[str, Any],
+    values: LineDict,
+) -> None:
+    """``self_play:``: opponents, mapping and ELO (:mod:`envsdk.training.self_play`) for the env's agents."""
+    where = values.where("self_play")
+    if model.old_stack:
+        raise UserError(
+            f"{where}: self_play needs the new API stack", "use an RLModule, not a ModelV2 custom_model"
+        )
+    if config.input_ != "sampler":
+        raise UserError(
+            f"{where}: self_play needs games to play, not recorded input", "drop input: or self_play:"
+        )
+    if not info.multi_agent:
+        raise UserError(
+            f"{where}: self_play needs a multi-agent env with two teams; this env has one agent",
+            "use a MultiAgentEnv (or a Unity game with Behavior?team=N behaviors)",
+        )
+    if not info.first_obs:
+        return  # a dry run that did not start the game: its agents and teams are checked when it starts
+    assign = self_play.assignment(
+        settings, env_hooks.self_play_teams(env_config), multi_agent.get("policy_mapping_fn")
+    )
+    spaces = {a: info.agent_spaces[a] for a in info.first_obs if a in info.agent_spaces}
+    seed = int(values.get("seed") or 0)
+    trained = self_play.configure(config, settings, assign, spaces, model.module_spec, seed)
+    notice(
+        f"self-play: {', '.join(trained)} learn against frozen snapshots"
+        f" ({', '.join(map(self_play.opponent_of, trained))}),"
+        f" a snapshot every {settings.save_steps} steps, the opponent changes every {settings.swap_steps}"
+    )
+
+
 def merge(base: dict, extra: dict) -> dict:
     """``extra`` over ``base``, nested dicts merged key by key (``--config.env_config.x=1``)."""
     out = dict(base)
@@ -463,6 +515,12 @@ def build_config(
     search = _extract_search_spaces(values, values.where)
     _check_values(values, defaults, search, spelled)
     _resolve_callbacks(values, [exp.base_dir])
+    self_play_settings = (
+        SelfPlaySettings.parse(values.pop("self_play"), values.where("self_play"))
+        if values.get("self_play") not in (None, False)
+        else None
+    )
+    values.pop("self_play", None)
     auto_runners = values.get("num_env_runners") == "auto"
     if auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
@@ -529,6 +587,10 @@ def build_config(
                 config.rl_module(rl_module_spec=model.module_spec)
             if model.model_config:
                 config.rl_module(model_config=model.model_config)
+            if self_play_settings is not None:
+                _self_play(
+                    config, self_play_settings, info, multi_agent, model, env_hooks, env_config, values
+                )
             config.validate()
         except (ValueError, TypeError, KeyError) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
@@ -548,4 +610,5 @@ def build_config(
             models = []
         else:
             models = check_modules(config, env, info.first_obs, _policy_of(config, info), model.plugin)
+            models = [m for m in models if not m.startswith(f"{self_play.LEDGER}:")]
     return BuiltConfig(algo_class, config, resolved, info, search, paths, auto_runners, models, user_keys)

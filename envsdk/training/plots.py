@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
+from typing import Any
 
-from envsdk.progress import STEPS, mean_return
+from envsdk.progress import SELF_PLAY, STEPS, mean_return
+
+ELO_COLUMN = re.compile(rf"^{SELF_PLAY}/(.+)/elo$")
 
 
-def read_progress(trial_dir: Path) -> list[dict[str, float]]:
+def read_progress(trial_dir: Path) -> list[dict[str, Any]]:
+    """Per iteration: env steps, wall time, mean return and (self-play) ``elo``: policy -> rating."""
     path = Path(trial_dir) / "progress.csv"
     if not path.is_file():
         return []
@@ -22,6 +27,11 @@ def read_progress(trial_dir: Path) -> list[dict[str, float]]:
                         "steps": float(row.get(STEPS) or 0),
                         "time": float(row.get("time_total_s") or 0),
                         "return": math.nan if (ret := mean_return(row)) is None else ret,
+                        "elo": {
+                            m.group(1): float(v)
+                            for k, v in row.items()
+                            if (m := ELO_COLUMN.match(k or "")) and v
+                        },
                     }
                 )
             except ValueError:
@@ -30,7 +40,7 @@ def read_progress(trial_dir: Path) -> list[dict[str, float]]:
 
 
 def plot_reward_curve(trial_dir: Path, title: str = "") -> Path | None:
-    """Write ``reward.png`` (return against env steps and wall time)."""
+    """Write ``reward.png``: return against env steps and wall time, and self-play's ELO in a third panel."""
     rows = [r for r in read_progress(trial_dir) if not math.isnan(r["return"])]
     if not rows:
         return None
@@ -39,7 +49,19 @@ def plot_reward_curve(trial_dir: Path, title: str = "") -> Path | None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True)
+    policies = sorted({p for r in rows for p in r["elo"]})
+    fig, axes = plt.subplots(1, 3 if policies else 2, figsize=(15 if policies else 10, 3.6))
+    ax1, ax2 = axes[0], axes[1]
+    ax2.sharey(ax1)
+    if policies:
+        ax3 = axes[2]
+        for policy in policies:
+            points = [(r["steps"], r["elo"][policy]) for r in rows if policy in r["elo"]]
+            ax3.plot([s for s, _ in points], [e for _, e in points], label=policy)
+        ax3.set_xlabel("env steps")
+        ax3.set_ylabel("ELO (self-play)")
+        ax3.legend(fontsize=8)
+        ax3.grid(alpha=0.3)
     ax1.plot([r["steps"] for r in rows], [r["return"] for r in rows], color="tab:blue")
     ax1.set_xlabel("env steps")
     ax1.set_ylabel("mean episode return")

@@ -54,8 +54,12 @@ def _run_info(exp: Experiment, built: BuiltConfig, score_attr: str | None, order
 
 
 def restore_state(*, algorithm: Any, path: str, **_: Any) -> None:
-    """``on_algorithm_init`` hook for --restore: start from a checkpoint's state."""
-    algorithm.restore_from_path(path)
+    """``on_algorithm_init`` hook for --restore: start from a checkpoint's state.
+
+    ``load_checkpoint`` (not ``restore_from_path``) so that ``on_checkpoint_loaded`` hooks run, as on
+    ``--resume`` (self-play's env runners take the checkpoint's learning team there).
+    """
+    algorithm.load_checkpoint(path)
 
 
 def run_experiment(

@@ -1,0 +1,110 @@
+"""The ``self_play:`` config key: every setting, its default, type and check, in one place.
+
+    config:
+      self_play:
+        save_steps: 20000        # a snapshot of the learning policy every N of its agent steps
+        team_change: 100000      # the learning team changes every N of its agent steps (5 x save_steps)
+        swap_steps: 2000         # the opponent snapshot changes every N of the opponents' agent steps
+        window: 10               # the last N snapshots are the candidate opponents
+        play_against_latest_model_ratio: 0.5
+        initial_elo: 1200
+        teams: {"player_0": 0, "player_1": 1}   # agent id (or glob) -> team; else the env says
+
+The names and defaults are ML-Agents' ``SelfPlaySettings``.  ``self_play: true``
+takes every default.  What the settings do is in :mod:`envsdk.training.self_play`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from envsdk.errors import UserError, did_you_mean
+
+ML_AGENTS_TEAM_CHANGE_FACTOR = 5  # team_change defaults to 5 x save_steps
+
+
+@dataclass(frozen=True)
+class SelfPlaySettings:
+    """One ``self_play:`` block (see the README's self-play section for each key)."""
+
+    save_steps: int = 20000
+    team_change: int | None = None  # None: ML_AGENTS_TEAM_CHANGE_FACTOR x save_steps
+    swap_steps: int = 2000
+    window: int = 10
+    play_against_latest_model_ratio: float = 0.5
+    initial_elo: float = 1200.0
+    teams: dict[str, int] = field(default_factory=dict)  # agent id or glob -> team id
+
+    @property
+    def team_change_steps(self) -> int:
+        return (
+            self.team_change
+            if self.team_change is not None
+            else ML_AGENTS_TEAM_CHANGE_FACTOR * self.save_steps
+        )
+
+    @classmethod
+    def parse(cls, value: Any, where: str) -> SelfPlaySettings:
+        """The YAML value (a mapping, or ``true`` for the defaults) -> settings; errors name ``where``."""
+        if value is True:
+            return cls()
+        if not isinstance(value, dict):
+            raise UserError(
+                f"{where}: self_play must be a mapping of settings (or true for ML-Agents' defaults),"
+                f" got {value!r}",
+                "e.g. self_play: {save_steps: 20000, swap_steps: 2000, window: 10}",
+            )
+        names = [f.name for f in fields(cls)]
+        for key in value:
+            if key not in names:
+                raise UserError(
+                    f"{where}: unknown self_play setting '{key}'",
+                    did_you_mean(str(key), names) or f"self_play settings: {', '.join(names)}",
+                )
+        settings = cls(**value)
+        settings._check(where)
+        return settings
+
+    def _check(self, where: str) -> None:
+        def bad(key: str, need: str) -> UserError:
+            return UserError(f"{where}: self_play {key} must be {need}, got {getattr(self, key)!r}", "")
+
+        for key in ("save_steps", "swap_steps", "window", "team_change"):
+            value = getattr(self, key)
+            if value is None and key == "team_change":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise bad(key, "a positive integer")
+        ratio = self.play_against_latest_model_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0.0 <= ratio <= 1.0:
+            raise bad("play_against_latest_model_ratio", "a number from 0 to 1")
+        if isinstance(self.initial_elo, bool) or not isinstance(self.initial_elo, int | float):
+            raise bad("initial_elo", "a number")
+        if not isinstance(self.teams, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+            for k, v in self.teams.items()
+        ):
+            raise bad("teams", "a mapping of agent id (or glob such as 'blue_*') to an integer team")
+        if self.teams and len(set(self.teams.values())) < 2:
+            raise bad("teams", "a mapping with at least two teams")
+
+
+@dataclass(frozen=True)
+class TeamsByName:
+    """Agent id -> team from ``self_play.teams``: an exact id first, then the first glob that matches."""
+
+    teams: dict[str, int]
+
+    def __call__(self, agent_id: Any) -> int:
+        name = str(agent_id)
+        if name in self.teams:
+            return self.teams[name]
+        for pattern, team in self.teams.items():
+            if fnmatch.fnmatchcase(name, pattern):
+                return team
+        raise UserError(
+            f"self_play teams: agent '{name}' matches no entry of {sorted(self.teams)}",
+            "add its id (or a glob such as 'blue_*') to self_play.teams",
+        )
