@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -49,6 +50,16 @@ def test_config_trains(train, name):
         assert list(trial.glob("events.out.tfevents*")), "no TensorBoard events"
     if extra:
         assert list(logs.glob("Player-*.log")), "no player log in the log_folder given on the command line"
+        # Unity agents get a new id every episode: no per-agent-id columns (they grew without bound).
+        columns = progress_rows(trials[0])[-1].keys()
+        per_agent = [
+            c for c in columns if re.search(r"/(agent_episode_returns_mean|num_agent_steps_sampled)", c)
+        ]
+        assert not per_agent, per_agent[:5]
+        assert any(c.startswith("env_runners/module_episode_returns_mean/") for c in columns)
+    if name == "multi-agent.yaml":  # stable agent ids keep RLlib's per-agent metrics
+        columns = progress_rows(trials[0])[-1].keys()
+        assert "env_runners/agent_episode_returns_mean/runner_0" in columns
     if name == "multi-agent.yaml":  # one policy per runner, each with its own returns
         columns = progress_rows(trials[0])[-1].keys()
         for policy in ("policy_0", "policy_1"):

@@ -132,6 +132,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
 
     env_callbacks: ClassVar[dict[str, Any]] = {"on_sample_end": log_unity_metrics}
     build_in_dry_run: ClassVar[bool] = False  # building one launches the game
+    stable_agent_ids: ClassVar[bool] = False  # Unity gives every agent a new id each episode
     # RLlib's action normalisation keeps per-agent-id spaces, but Unity agent ids change every
     # episode; Unity clips continuous actions to [-1, 1] itself, which is our Box already.
     config_defaults: ClassVar[dict[str, Any]] = {"normalize_actions": False, "clip_actions": False}
@@ -389,6 +390,7 @@ class UnityGymEnv(RLlibHooks, TaskSettable, gym.Env):
 
     prepare_env_config = UnityEnv.prepare_env_config
     env_callbacks = UnityEnv.env_callbacks
+    stable_agent_ids = UnityEnv.stable_agent_ids
     build_in_dry_run = UnityEnv.build_in_dry_run
 
     def get_task(self) -> dict[str, float]:

@@ -51,6 +51,10 @@ class RLlibHooks:
     reseed_note: ClassVar[str] = "by design"
     """Why the env cannot be reseeded, for that warning."""
 
+    stable_agent_ids: ClassVar[bool] = True
+    """Whether agent ids repeat from episode to episode; False (a Unity game gives each agent a new id
+    every episode) drops RLlib's per-agent-id metrics, which would grow without bound."""
+
     @classmethod
     def prepare_env_config(cls, env_config: dict[str, Any], base_dir: Path) -> dict[str, Any]:
         """Check ``env_config`` in the driver, before Ray starts, and return what the env runners get.

@@ -50,7 +50,7 @@ from envsdk.envs.plugins import load_model, search_path
 from envsdk.envs.registry import ResolvedEnv, resolve_env
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice, quiet_rllib
-from envsdk.training import observation_filter, self_play
+from envsdk.training import agent_metrics, observation_filter, self_play
 from envsdk.training.callbacks import add_callback
 
 if TYPE_CHECKING:
@@ -600,6 +600,9 @@ def build_config(
             ) from err
         for event, hook in env_hooks.env_callbacks.items():
             add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
+        if not env_hooks.stable_agent_ids and not model.old_stack:
+            add_callback(config, "on_sample_end", agent_metrics.drop_per_agent_metrics)
+            add_callback(config, "on_train_result", agent_metrics.drop_agent_episode_metrics)
         if curriculum:
             import_ref(str(curriculum), paths, what="curriculum function")  # fail early
             hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths])
