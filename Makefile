@@ -47,7 +47,7 @@ test-fast: $(STAMP)
 
 bench: $(STAMP) sysdeps
 	$(PY) -m pip install -q -c requirements.lock -e '.[bench]'
-	$(PY) benchmarks/solve_cartpole.py
+	$(PY) benchmarks/solve_suite.py
 	$(PY) benchmarks/bridge.py
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/multiagent.py
