@@ -53,6 +53,7 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/multiagent.py
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/startup.py
+	$(PY) benchmarks/phases.py
 
 clean:
 	rm -rf $(VENV)
