@@ -389,7 +389,7 @@ def start(
 ) -> None:
     """``on_algorithm_init``: a fresh run's snapshot 0 (the initial weights) is every opponent's start."""
     text = _on_learners(algorithm, _read_ledger)[0]
-    if text:  # restored (--restore loads before this hook runs)
+    if text:  # a ledger is there already (an earlier on_algorithm_init hook loaded state)
         ledger = Ledger.from_json(text)
     else:
         ledger = Ledger.new(settings, teams, policies)
@@ -402,15 +402,13 @@ def start(
     _broadcast_team(algorithm, ledger.learning_team)
 
 
-def restored(*, algorithm: Any, **_: Any) -> None:
-    """``on_checkpoint_loaded``: env runners take the checkpoint's learning team (weights came with it)."""
-    text = _on_learners(algorithm, _read_ledger)[0]
-    if text:
-        _broadcast_team(algorithm, Ledger.from_json(text).learning_team)
+def resend_to_runners(*, algorithm: Any, **_: Any) -> None:
+    """``on_checkpoint_loaded`` and ``on_env_runners_recreated``: the learning team and the opponents'
+    weights, from the learner's ledger, to every env runner.
 
-
-def runners_recreated(*, algorithm: Any, **_: Any) -> None:
-    """``on_env_runners_recreated``: restarted runners get the learning team and the opponents' weights."""
+    After a restore RLlib syncs weights itself, but a runner skips weights whose sequence number is
+    not ahead of its own, so they are sent here as a swap sends them.
+    """
     text = _on_learners(algorithm, _read_ledger)[0]
     if text:
         ledger = Ledger.from_json(text)
@@ -521,8 +519,8 @@ def configure(
         "on_algorithm_init",
         functools.partial(start, settings=settings, teams=all_teams, policies=policies),
     )
-    add_callback(config, "on_checkpoint_loaded", restored)
-    add_callback(config, "on_env_runners_recreated", runners_recreated)
+    add_callback(config, "on_checkpoint_loaded", resend_to_runners)
+    add_callback(config, "on_env_runners_recreated", resend_to_runners)
     add_callback(config, "on_episode_end", log_games)
     add_callback(config, "on_train_result", functools.partial(after_iteration, settings=settings, seed=seed))
     return policies
