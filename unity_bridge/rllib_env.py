@@ -69,7 +69,9 @@ class PolicyMapping:
         self.mapping = dict(mapping)
 
     def __call__(self, agent_id: str, episode: Any = None, **kwargs: Any) -> str:
-        behavior = behavior_of(agent_id)
+        return self.policy_for(behavior_of(agent_id))
+
+    def policy_for(self, behavior: str) -> str:
         return self.mapping.get(behavior) or default_policy_id(behavior)
 
 
@@ -80,12 +82,11 @@ class SelfPlayTeams:
     """
 
     def __init__(self, mapping: dict[str, str]):
-        self.mapping = dict(mapping)
+        self.names = PolicyMapping(mapping)
 
     def __call__(self, agent_id: Any) -> tuple[str, int]:
         behavior = behavior_of(agent_id)
-        name = behavior_name(behavior)
-        return self.mapping.get(name) or default_policy_id(name), team_of(behavior)
+        return self.names.policy_for(behavior_name(behavior)), team_of(behavior)
 
 
 def observation_space(spec: BehaviorSpec, masked: bool) -> gym.Space:

@@ -11,6 +11,7 @@ import argparse
 import itertools
 import math
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -164,18 +165,18 @@ def print_episode(number: int, record: Any) -> None:
     print(line, flush=True)
 
 
-GAME_WORDS = {1.0: "win", 0.5: "draw", 0.0: "loss"}
+GAME_WORDS = {1.0: "win", 0.5: "draw", 0.0: "loss"}  # envsdk.training.self_play's WIN, DRAW, LOSS
 
 
 def games_summary(records: list, opponent: str) -> list[str]:
     """Self-play: one line per policy, its wins, draws and losses against ``opponent``."""
-    tally: dict[str, list[int]] = {}
+    tally: dict[str, Counter[float]] = {}
     for record in records:
         for policy, result in record.games.items():
-            counts = tally.setdefault(policy, [0, 0, 0])
-            counts[[1.0, 0.5, 0.0].index(result)] += 1
+            tally.setdefault(policy, Counter())[result] += 1
     lines = []
-    for policy, (wins, draws, losses) in sorted(tally.items()):
+    for policy, counts in sorted(tally.items()):
+        wins, draws, losses = (counts[r] for r in GAME_WORDS)
         played = wins + draws + losses
         lines.append(
             f"{policy} against {opponent}: {wins} wins, {draws} draws, {losses} losses in {played} games"
@@ -220,16 +221,12 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
     print(f"checkpoint: {found.checkpoint} ({found.why})")
     restored = load(found.checkpoint, args.run, args.env, _env_config(args.env_config))
     opponent = None
-    if args.opponent is not None or restored.new_stack:
-        from envsdk.evaluation import opponents
+    if args.opponent is not None or restored.new_stack:  # old-stack checkpoints have no module folder
+        from envsdk.evaluation.opponents import chosen
 
-        opponent = opponents.parse(args.opponent) if args.opponent is not None else None
-        if opponent is not None and not restored.new_stack:
-            raise UserError("--opponent: this checkpoint was not trained with self_play", "drop --opponent")
-        opponents.check(opponent, restored.module_dir)
-        if opponents.self_play_policies(restored.module_dir):
-            opponent = opponent or opponents.Opponent("latest")
-            print(f"self-play: the other teams play {opponent}")
+        opponent = chosen(args.opponent, restored.module_dir)
+    if opponent is not None:
+        print(f"self-play: the other teams play {opponent}")
     print(
         f"policy: {restored.algorithm} on {restored.env.name}"
         + (" (old API stack)" if not restored.new_stack else "")

@@ -24,7 +24,7 @@ from typing import Any, cast
 import numpy as np
 import tree
 
-from envsdk.evaluation.opponents import Opponent, self_play_policies
+from envsdk.evaluation.opponents import LATEST_WEIGHTS, Opponent, self_play_policies
 from envsdk.evaluation.opponents import apply as apply_opponent
 from envsdk.evaluation.recording import HUMAN, RENDER, Recorder, Window, enable_rgb_render, wrap
 from envsdk.evaluation.restore import ENV_RUNNER_DIR, Restored
@@ -170,7 +170,7 @@ class Evaluator:
             runner.module.restore_from_path(restored.module_dir / DEFAULT_MODULE_ID)
             modules = [runner.module]
         if self_play_policies(restored.module_dir):
-            apply_opponent(runner, spec.opponent or Opponent("latest"), restored.module_dir)
+            apply_opponent(runner, spec.opponent or LATEST_WEIGHTS, restored.module_dir)
             modules = list(cast(MultiRLModule, runner.module).values())
         for module in modules:
             if hasattr(module, "eval"):

@@ -43,6 +43,9 @@ class Opponent:
         return f"snapshot {self.snapshot}" if self.kind == "snapshot" else self.kind
 
 
+LATEST_WEIGHTS = Opponent("latest")  # what a self-play checkpoint's other teams play unless told
+
+
 def parse(text: str) -> Opponent:
     match = re.fullmatch(r"(latest|random|snapshot:(\d+))", text.strip())
     if not match:
@@ -65,11 +68,13 @@ def _pool(module_dir: Path) -> dict[str, dict[str, Any]]:
     return ledger.pool
 
 
-def check(opponent: Opponent | None, module_dir: Path) -> None:
-    """Refuse, before any env starts, an --opponent that the checkpoint cannot give."""
-    if opponent is None:
-        return
+def chosen(text: str | None, module_dir: Path) -> Opponent | None:
+    """``--opponent`` for this checkpoint: None unless it was trained by self-play, else the choice
+    (LATEST_WEIGHTS when none was given); a choice it cannot give is refused before any env starts."""
+    opponent = parse(text) if text is not None else None
     policies = self_play_policies(module_dir)
+    if opponent is None:
+        return LATEST_WEIGHTS if policies else None
     if not policies:
         raise UserError(
             "--opponent: this checkpoint was not trained with self_play",
@@ -84,6 +89,7 @@ def check(opponent: Opponent | None, module_dir: Path) -> None:
                     f"--opponent snapshot:{opponent.snapshot}: policy '{policy}' keeps snapshots {ids}",
                     "pick one of those (the pool keeps the last `window` snapshots)",
                 )
+    return opponent
 
 
 class RandomModule(TorchRLModule):

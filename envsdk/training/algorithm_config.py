@@ -515,12 +515,12 @@ def build_config(
     search = _extract_search_spaces(values, values.where)
     _check_values(values, defaults, search, spelled)
     _resolve_callbacks(values, [exp.base_dir])
+    self_play_value = values.pop("self_play", None)
     self_play_settings = (
-        SelfPlaySettings.parse(values.pop("self_play"), values.where("self_play"))
-        if values.get("self_play") not in (None, False)
-        else None
+        None
+        if self_play_value in (None, False)
+        else SelfPlaySettings.parse(self_play_value, values.where("self_play"))
     )
-    values.pop("self_play", None)
     auto_runners = values.get("num_env_runners") == "auto"
     if auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs

@@ -152,8 +152,9 @@ class PolicyRecord:
     draws: int = 0
     losses: int = 0
 
-    def rated(self, snapshot: int) -> dict[str, float] | None:
-        return next((s for s in self.pool if int(s["id"]) == snapshot), None)
+    def opponent_snapshot(self) -> dict[str, float] | None:
+        """The pool entry of the current opponent (None for LATEST, rated as the learner itself)."""
+        return next((s for s in self.pool if int(s["id"]) == self.opponent), None)
 
 
 @dataclass
@@ -191,7 +192,7 @@ class Ledger:
     def play(self, policy: str, results: list[float]) -> None:
         """Apply games against the current opponent, one by one."""
         rec = self.policies[policy]
-        snapshot = rec.rated(rec.opponent) if rec.opponent != LATEST else None
+        snapshot = rec.opponent_snapshot()
         for result in results:
             opponent = snapshot["elo"] if snapshot is not None else rec.elo
             change = elo_change(rec.elo, opponent, result)
@@ -230,7 +231,7 @@ class Ledger:
                 rec.last_swap = rec.opponent_steps
                 latest = rng.random() < settings.play_against_latest_model_ratio
                 rec.opponent = LATEST if latest else int(rec.pool[int(rng.integers(len(rec.pool)))]["id"])
-                snapshot = rec.rated(rec.opponent)
+                snapshot = rec.opponent_snapshot()
                 rec.opponent_elo = snapshot["elo"] if snapshot is not None else rec.elo
                 swap_now[policy] = rec.opponent
                 self.swaps += 1
@@ -291,14 +292,13 @@ def _read_ledger(learner: Any) -> str:
     return ledger.ledger
 
 
-def _write_ledger(
-    learner: Any, *, ledger: str, snapshot: list[str], swap: dict[str, int], window: int
-) -> None:
+def _write_ledger(learner: Any, *, ledger: str, snapshot: list[str], swap: dict[str, int]) -> None:
     """Store the ledger, copy new snapshots into the pool, and load the opponents' new weights."""
     book: SelfPlayLedger = learner.module[LEDGER]
     book.ledger = ledger
+    records = Ledger.from_json(ledger).policies
     for policy in snapshot:
-        taken = Ledger.from_json(ledger).policies[policy]
+        taken = records[policy]
         pool = book.pool.setdefault(policy, {})
         pool[str(taken.snapshots_taken - 1)] = copy.deepcopy(learner.module[policy].get_state())
         keep = {str(int(s["id"])) for s in taken.pool}
@@ -354,11 +354,15 @@ def log_games(*, episode: Any, metrics_logger: Any = None, **_: Any) -> None:
 # ---- driver-side steps -------------------------------------------------------------------------------
 
 
-def _broadcast_team(algorithm: Any, team: int) -> None:
-    hook = functools.partial(_set_learning_team, team=team)
+def _on_runners(algorithm: Any, hook: Callable[[Any], None]) -> None:
+    """Call ``hook`` on every env runner, training and evaluation, local and remote."""
     for group in (algorithm.env_runner_group, getattr(algorithm, "eval_env_runner_group", None)):
         if group is not None:
             group.foreach_env_runner(hook, local_env_runner=True)
+
+
+def _broadcast_team(algorithm: Any, team: int) -> None:
+    _on_runners(algorithm, functools.partial(_set_learning_team, team=team))
 
 
 def _set_modules(env_runner: Any, states: dict[str, Any]) -> None:
@@ -378,28 +382,22 @@ def _sync_opponents(algorithm: Any, policies: Iterable[str]) -> None:
         return
     paths = [f"{COMPONENT_LEARNER}/{COMPONENT_RL_MODULE}/{m}" for m in modules]
     state = algorithm.learner_group.get_state(components=paths, inference_only=True)
-    hook = functools.partial(_set_modules, states=state[COMPONENT_LEARNER][COMPONENT_RL_MODULE])
-    for group in (algorithm.env_runner_group, getattr(algorithm, "eval_env_runner_group", None)):
-        if group is not None:
-            group.foreach_env_runner(hook, local_env_runner=True)
+    _on_runners(
+        algorithm, functools.partial(_set_modules, states=state[COMPONENT_LEARNER][COMPONENT_RL_MODULE])
+    )
 
 
 def start(
     *, algorithm: Any, settings: SelfPlaySettings, teams: list[int], policies: list[str], **_: Any
 ) -> None:
     """``on_algorithm_init``: a fresh run's snapshot 0 (the initial weights) is every opponent's start."""
-    text = _on_learners(algorithm, _read_ledger)[0]
-    if text:  # a ledger is there already (an earlier on_algorithm_init hook loaded state)
-        ledger = Ledger.from_json(text)
-    else:
+    if not _on_learners(algorithm, _read_ledger)[0]:  # else an earlier on_algorithm_init hook loaded one
         ledger = Ledger.new(settings, teams, policies)
         start_at = dict.fromkeys(policies, 0)
         _on_learners(
-            algorithm, _write_ledger, ledger=ledger.to_json(), snapshot=list(policies), swap=start_at,
-            window=settings.window,
-        )  # fmt: skip
-    _sync_opponents(algorithm, policies)
-    _broadcast_team(algorithm, ledger.learning_team)
+            algorithm, _write_ledger, ledger=ledger.to_json(), snapshot=list(policies), swap=start_at
+        )
+    resend_to_runners(algorithm=algorithm)
 
 
 def resend_to_runners(*, algorithm: Any, **_: Any) -> None:
@@ -439,14 +437,7 @@ def after_iteration(
     rng = np.random.default_rng([seed, int(result.get("training_iteration") or 0)])
     team_before = ledger.learning_team
     snapshot, swap = ledger.advance(settings, steps, rng)
-    _on_learners(
-        algorithm,
-        _write_ledger,
-        ledger=ledger.to_json(),
-        snapshot=snapshot,
-        swap=swap,
-        window=settings.window,
-    )
+    _on_learners(algorithm, _write_ledger, ledger=ledger.to_json(), snapshot=snapshot, swap=swap)
     _sync_opponents(algorithm, swap)
     if ledger.learning_team != team_before:
         _broadcast_team(algorithm, ledger.learning_team)
