@@ -16,7 +16,7 @@ import pytest
 
 from envsdk.config.self_play import SelfPlaySettings, TeamsByName
 from envsdk.errors import UserError
-from envsdk.training.self_play import LATEST, Ledger, elo_change, game_result, interleaved
+from envsdk.training.self_play import LATEST, Ledger, _count, elo_change, game_result, interleaved
 from tests.helpers import ROOT, needs_xvfb, progress_rows, run_train, start_train, trial_dirs, wait_for_rows
 
 CYCLES = "configs/cycles-selfplay.yaml"
@@ -33,6 +33,11 @@ def test_elo_follows_the_standard_formula():
     assert [game_result(r) for r in (2.0, 0.0, -0.1)] == [1.0, 0.5, 0.0]
     order = interleaved(3, 1, 2)
     assert sorted(order) == [0.0, 0.0, 0.5, 1.0, 1.0, 1.0] and order[0] != order[1]
+
+
+def test_an_iteration_without_a_game_counts_zero():
+    # RLlib reports a summed metric that got no value in this iteration as NaN (seen on Dodgeball).
+    assert [_count(v) for v in (None, math.nan, 3.0, 4)] == [0, 0, 3, 4]
 
 
 def test_ledger_snapshots_swaps_and_changes_teams_at_their_step_counts():

@@ -414,6 +414,11 @@ def resend_to_runners(*, algorithm: Any, **_: Any) -> None:
         _broadcast_team(algorithm, ledger.learning_team)
 
 
+def _count(value: Any) -> int:
+    """A summed metric of the iteration: RLlib reports NaN for a key that got no value this time."""
+    return 0 if value is None or (isinstance(value, float) and math.isnan(value)) else int(value)
+
+
 def after_iteration(
     *, algorithm: Any, result: dict[str, Any], settings: SelfPlaySettings, seed: int, **_: Any
 ) -> None:
@@ -426,12 +431,12 @@ def after_iteration(
     steps: dict[str, tuple[int, int]] = {}
     for policy in ledger.policies:
         mine = counted.get(policy) or {}
-        wins, draws, losses = (int(mine.get(GAME_KEYS[r], 0) or 0) for r in (WIN, DRAW, LOSS))
+        wins, draws, losses = (_count(mine.get(GAME_KEYS[r])) for r in (WIN, DRAW, LOSS))
         games[policy] = (wins, draws, losses)
         ledger.play(policy, interleaved(wins, draws, losses))
         steps[policy] = (
-            int(module_steps.get(policy, 0) or 0),
-            int(module_steps.get(opponent_of(policy), 0) or 0),
+            _count(module_steps.get(policy)),
+            _count(module_steps.get(opponent_of(policy))),
         )
     result[RESULTS] = ledger.metrics(games)  # the state this iteration's games were played in
     rng = np.random.default_rng([seed, int(result.get("training_iteration") or 0)])
