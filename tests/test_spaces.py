@@ -371,7 +371,9 @@ def test_seed_tutorial_basic_env_learns(train, tmp_path):
     assert "model default_policy: Discrete(2) one-hot" in out.stdout
     (trial,) = [p.parent for p in train.results.glob("*/*/progress.csv")]
     returns = [float(r["env_runners/episode_return_mean"]) for r in progress_rows(trial)]
-    assert returns[0] < 0 and returns[-1] > 0.5, returns  # random play scores about -0.6
+    # Random play scores about -0.6; the run ends when the YAML's stop, episode_reward_mean: 0.5, is
+    # reached, which Tune tests as >= (a clean-clone run stopped at exactly 0.5 and failed a > here).
+    assert returns[0] < 0 and returns[-1] >= 0.5, returns
 
 
 CRASH_ENV = '''
