@@ -14,8 +14,10 @@ names are listed in :data:`OVERRIDDEN` so that the test checks them too.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import signal
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +34,32 @@ def run_exit_hooks() -> None:
 
 # ---- Ray core -----------------------------------------------------------------------------------
 
-# A local Ray that runs no remote task does not need the workers Ray starts ahead of time (two
-# Python processes importing Ray on a 2-core laptop); only ray.init's private _system_config says so.
-NO_WORKER_PRESTART = {"enable_worker_prestart": False, "prestart_worker_first_driver": False}
 
+@contextlib.contextmanager
+def without_object_store() -> Iterator[None]:
+    """Train an Algorithm whose env runners and learners all live in this process, with no Ray running.
 
-def init_without_prestart(kwargs: dict[str, Any]) -> None:
-    """Add to ``ray.init`` keyword arguments: start no Python workers ahead of time."""
-    kwargs["_system_config"] = NO_WORKER_PRESTART
+    RLlib's ``EnvRunnerGroup`` puts its config (when built) and the weights
+    (at every ``sync_weights``) into Ray's object store for remote env runners
+    to fetch, even when there are none; the first such ``ray.put`` would
+    start a whole local Ray (GCS, raylet, agents: about 4 s of a short run
+    on 2 cores, start and shut-down).  Inside this block, while Ray is not
+    running, ``ray.put`` hands the value back as is.  Nothing resolves it:
+    a run trained this way has no remote env runner.  Any other Ray call
+    starts Ray as usual, and from then on ``ray.put`` is Ray's own again.
+    """
+    import ray
+
+    original = ray.put
+
+    def put(value: Any, **kwargs: Any) -> Any:
+        return original(value, **kwargs) if ray.is_initialized() else value
+
+    ray.put = put
+    try:
+        yield
+    finally:
+        ray.put = original
 
 
 # Loggers whose warnings are about RLlib's own API (stack banners, deprecations), not the user's run.

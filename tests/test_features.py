@@ -6,6 +6,7 @@ import textwrap
 
 import gymnasium as gym
 import numpy as np
+import pytest
 
 from envsdk.cli.train import main, parse_overrides
 from envsdk.config.experiment import load_experiments
@@ -165,6 +166,35 @@ def test_old_gym_api_adapter(capsys):
     assert obs.dtype == np.float32 and obs.shape == (2,) and info == {}
     assert env.step(0)[2:4] == (True, False)
     assert env.step(1)[2:4] == (False, True)
+
+
+class _NewReset(gym.Env):
+    observation_space = gym.spaces.Discrete(2)
+    action_space = gym.spaces.Discrete(2)
+
+    def step(self, action):
+        return 0, 0.0, True, False, {}
+
+
+@pytest.mark.parametrize(
+    ("reset", "old"),
+    [
+        ("def reset(self, *, seed=None, options=None): return 0, {}", False),
+        ("def reset(self, seed=None, options=None): return 0, {}", False),
+        ("def reset(self, **kwargs): return 0, {}", False),  # a wrapper's usual spelling
+        ("def reset(self, *args, **kwargs): return 0, {}", False),
+        ("def reset(self): return 0", True),  # the seed tutorials' gym.Env
+    ],
+)
+def test_old_api_detection_by_reset_signature(reset, old):
+    from envsdk.envs.compat import needs_adapter
+
+    scope: dict = {}
+    exec(reset, scope)
+    env_class = type("Env", (_NewReset,), {"reset": scope["reset"]})
+    assert needs_adapter(env_class()) is old
+    wrapped = gym.Wrapper(env_class())
+    assert needs_adapter(wrapped) is False  # gymnasium's Wrapper.reset takes seed
 
 
 def test_action_normalisation_only_for_continuous_actions(tmp_path):

@@ -30,15 +30,6 @@ def test_atexit_runs_its_hooks_on_request():
     assert ran == [1]
 
 
-def test_ray_init_takes_a_private_system_config():
-    assert '_system_config: Optional[Dict[str, str]] = kwargs.pop("_system_config"' in inspect.getsource(
-        ray.init
-    )
-    kwargs: dict = {}
-    internals.init_without_prestart(kwargs)
-    assert set(kwargs["_system_config"]) == {"enable_worker_prestart", "prestart_worker_first_driver"}
-
-
 def test_rllib_api_loggers_exist():
     for name in internals.RLLIB_API_LOGGERS:
         importlib.import_module(name)

@@ -112,16 +112,20 @@ def test_env_failing_mid_training_is_reported(train, tmp_path):
 
 
 @pytest.mark.slow
-def test_local_ray_started_by_train_py_is_gone_after_it(tmp_path):
-    """Without --ray-address train.py starts its own Ray and ends all of it (monitor included) on exit."""
+@pytest.mark.parametrize("runners", [0, 1])
+def test_local_ray_only_when_needed_and_gone_after(tmp_path, runners):
+    """Without --ray-address, train.py starts a local Ray only for what runs outside its own process
+    (here: an env runner), and ends all of it (monitor included) on exit."""
     temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))  # short: Ray's socket paths have a length limit
     try:
         out = run_train(
             ["-f", "configs/cartpole-ppo.yaml", "--stop-iters", "1", "--ray-num-cpus", "2",
-             "--temp-dir", str(temp), "--local-dir", str(tmp_path)],
+             "--temp-dir", str(temp), "--local-dir", str(tmp_path), f"--config.num_env_runners={runners}"],
         )  # fmt: skip
         assert out.returncode == 0, out.stderr[-3000:]
         assert "done: cartpole-ppo" in out.stdout and "autoscaler" not in out.stderr
+        assert bool(list(temp.glob("session_*"))) is (runners > 0)
         assert not processes_mentioning(str(temp))
+        assert (trial_dirs(tmp_path)[0] / "checkpoint_000000" / "algorithm_state.pkl").is_file()
     finally:
         shutil.rmtree(temp, ignore_errors=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shlex
 import threading
 from pathlib import Path
@@ -226,8 +227,6 @@ def main(argv: list[str], prog: str = "train.py") -> int:
             dry_run(exp, b)
         return 0
 
-    import ray
-
     from envsdk.cluster.ray_session import check_gpus, local_gpus, start_ray, stop_ray
     from envsdk.training.in_process import runs_in_process
     from envsdk.training.outcome import print_summary
@@ -239,30 +238,32 @@ def main(argv: list[str], prog: str = "train.py") -> int:
         for b in built:
             check_gpus(b.config, have=have)
 
-    code_paths = sorted({p for b in built for p in b.search_paths} | {Path.cwd()})
-    preload = threading.Thread(target=_preload, daemon=True)
-    preload.start()
-    start_ray(
-        args.ray_address,
-        prestart_workers=any(_needs_ray_workers(exp, b) for exp, b in zip(experiments, built, strict=True)),
-        num_cpus=args.ray_num_cpus,
-        num_gpus=args.ray_num_gpus,
-        object_store_memory=args.ray_object_store_memory,
-        temp_dir=args.temp_dir,
-        code_paths=code_paths,
-    )
-    preload.join()
+    pairs = list(zip(experiments, built, strict=True))
+    with_ray = any(_needs_ray(exp, b) for exp, b in pairs)  # --ray-address too: joined only when needed
+    if with_ray:
+        preload = threading.Thread(target=_preload, daemon=True)
+        preload.start()
+        start_ray(
+            args.ray_address,
+            num_cpus=args.ray_num_cpus,
+            num_gpus=args.ray_num_gpus,
+            object_store_memory=args.ray_object_store_memory,
+            temp_dir=args.temp_dir,
+            code_paths=sorted({p for b in built for p in b.search_paths} | {Path.cwd()}),
+        )
+        preload.join()
     failed = False
     try:
-        for exp, b in zip(experiments, built, strict=True):
-            check_gpus(b.config, faked=bool(args.ray_num_gpus) and not args.ray_address)
-            sized = b.size_env_runners(ray.cluster_resources().get("CPU", 0))
+        for exp, b in pairs:
+            if with_ray:  # without Ray, the learner is in this process and wants no GPU
+                check_gpus(b.config, faked=bool(args.ray_num_gpus) and not args.ray_address)
+            # The whole cluster, not what is free now: on a shared cluster a trial that fits waits its turn.
+            cpus = cluster_cpus(args.ray_num_cpus)
+            sized = b.size_env_runners(cpus)
             if sized is not None:
                 why = "the cluster's CPUs less the algorithm's and learners'"
                 print(f"num_env_runners: auto -> {sized} ({why})")
             trials = trial_count(exp.num_samples, b.search_space)
-            # The whole cluster, not what is free now: on a shared cluster a trial that fits waits its turn.
-            cpus = ray.cluster_resources().get("CPU", 0.0)
             b.max_concurrent = fit(exp.name, b.algo_class, b.config, runs_in_process(exp, b), trials, cpus)
             for line in b.models:
                 print(f"[{exp.name}] model {line}")
@@ -285,13 +286,30 @@ def main(argv: list[str], prog: str = "train.py") -> int:
 PRELOAD = ("torch._dynamo", "tensorboardX", "matplotlib.figure", "matplotlib.backends.backend_agg")
 
 
-def _needs_ray_workers(exp: Any, built: Any) -> bool:
-    """Whether the run creates Ray actors: a Tune trial, env runners or learners outside this process."""
+def _needs_ray(exp: Any, built: Any) -> bool:
+    """Whether the run needs Ray at all.
+
+    It does for a Tune trial; env runners or learners outside this process;
+    offline data (read with Ray Data); and wandb (its logger is a Ray actor).
+    A single trial that samples and learns in this process needs none: it
+    trains with no Ray started, which saves a short run ~4 s of start-up and
+    shut-down (benchmarks/phases.py).
+    """
     from envsdk.training.in_process import runs_in_process
 
     c = built.config
     remote = built.auto_runners or c.num_env_runners or c.evaluation_num_env_runners or c.num_learners
-    return bool(remote) or not runs_in_process(exp, built)
+    offline = c.input_ != "sampler"
+    return bool(remote) or offline or "wandb" in exp.loggers or not runs_in_process(exp, built)
+
+
+def cluster_cpus(asked: int | None) -> float:
+    """The CPUs of the Ray cluster joined or started, or of this machine (``--ray-num-cpus``) without Ray."""
+    import ray
+
+    if ray.is_initialized():
+        return float(ray.cluster_resources().get("CPU", 0.0))
+    return float(asked or os.cpu_count() or 1)
 
 
 def _preload() -> None:

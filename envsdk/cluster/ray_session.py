@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from envsdk.errors import UserError
-from envsdk.internals import init_without_prestart
 from envsdk.notices import notice
 
 
@@ -20,14 +19,11 @@ def start_ray(
     object_store_memory: int | None = None,
     temp_dir: str | None = None,
     code_paths: list[Path] | None = None,
-    prestart_workers: bool = True,
 ) -> None:
     """Join the cluster at ``address`` ('auto' reads RAY_ADDRESS) or start a local Ray.
 
     ``code_paths`` go on the workers' PYTHONPATH so env and model modules
-    next to the YAML file import there too.  ``prestart_workers=False``: a
-    local Ray does not start idle worker processes ahead of tasks (one per
-    CPU), which only take CPU from a run that needs no workers.
+    next to the YAML file import there too.
     """
     import ray
 
@@ -59,8 +55,6 @@ def start_ray(
             object_store_memory=object_store_memory,
             _temp_dir=str(Path(temp_dir).resolve()) if temp_dir else None,
         )
-        if not prestart_workers:
-            init_without_prestart(kwargs)
     try:
         ray.init(**kwargs)
         if not address:

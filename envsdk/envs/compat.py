@@ -53,9 +53,16 @@ def alias_gym() -> bool:
 
 
 def needs_adapter(env: Any) -> bool:
-    """True for envs that follow the pre-0.26 gym API."""
-    if isinstance(env, gym.Env) and "seed" in inspect.signature(env.reset).parameters:
-        return False
+    """True for envs that follow the pre-0.26 gym API.
+
+    A gymnasium env whose ``reset`` takes ``seed`` (by name or through
+    ``**kwargs``, as wrappers often write it) follows the new API; the seed
+    tutorials' ``reset(self)`` on a ``gym.Env`` (gymnasium under the alias) does not.
+    """
+    if isinstance(env, gym.Env):
+        params = inspect.signature(env.reset).parameters
+        if "seed" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return False
     return hasattr(env, "reset") and hasattr(env, "step") and hasattr(env, "action_space")
 
 

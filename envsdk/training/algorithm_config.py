@@ -50,7 +50,7 @@ from envsdk.envs.plugins import load_model, search_path
 from envsdk.envs.registry import ResolvedEnv, resolve_env
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice, quiet_rllib
-from envsdk.training import agent_metrics, observation_filter, self_play
+from envsdk.training import agent_metrics, episode_window, observation_filter, self_play
 from envsdk.training.callbacks import add_callback
 
 if TYPE_CHECKING:
@@ -598,6 +598,10 @@ def build_config(
                 f"{raw.source}: RLlib rejected the config: {first}",
                 "adjust the named setting in the YAML (or the --config override)",
             ) from err
+        if not model.old_stack:  # the old stack smooths its episode metrics itself
+            add_callback(config, "on_episode_end", episode_window.log_episode)
+            window = episode_window.EpisodeWindow(config.metrics_num_episodes_for_smoothing)
+            add_callback(config, "on_train_result", window, first=True)
         for event, hook in env_hooks.env_callbacks.items():
             add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
         if not env_hooks.stable_agent_ids and not model.old_stack:

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 
-def add_callback(config: Any, event: str, hook: Callable[..., Any]) -> None:
-    """Call ``hook`` on ``event`` (e.g. ``"on_train_result"``) after what is already set."""
+def add_callback(config: Any, event: str, hook: Callable[..., Any], *, first: bool = False) -> None:
+    """Call ``hook`` on ``event`` (e.g. ``"on_train_result"``) after the hooks set, or first if ``first``."""
     current = getattr(config, f"callbacks_{event}", None)
     hooks = [] if current is None else list(current) if isinstance(current, list | tuple) else [current]
-    config.callbacks(**{event: [*hooks, hook]})
+    config.callbacks(**{event: [hook, *hooks] if first else [*hooks, hook]})

@@ -22,6 +22,7 @@ from envsdk.config.experiment import Experiment
 from envsdk.config.stopping import StopCriteria, TuneStopper
 from envsdk.config.validation import build_scheduler
 from envsdk.errors import UserError
+from envsdk.internals import without_object_store
 from envsdk.progress import RETURN, ProgressLine
 from envsdk.training import failures
 from envsdk.training.algorithm_config import BuiltConfig
@@ -84,7 +85,10 @@ def run_experiment(
     asked_for_restarts = bool(built.user_keys & set(failures.USER_KEYS))
     errors_dir = failures.prepare(built.config, exp_dir, asked_for_restarts)
     if runs_in_process(exp, built) and not (resume and tune.Tuner.can_restore(str(exp_dir))):
-        return run_trial(exp, built, exp_dir, run_info, resume=resume, errors_dir=errors_dir, since=started)
+        with without_object_store():  # trains with no Ray started when nothing runs outside this process
+            return run_trial(
+                exp, built, exp_dir, run_info, resume=resume, errors_dir=errors_dir, since=started
+            )
     interrupter = Interrupter(exp_dir)
     current = built.config.callbacks_class  # keep a user's callbacks class: RLlib takes a list
     users = [c for c in (current if isinstance(current, list) else [current]) if c is not RLlibCallback]
