@@ -109,7 +109,9 @@ class EpisodeWindow:
         runners = result.get(ENV_RUNNER_RESULTS)
         if not isinstance(runners, dict):
             return
-        records = [dict(r) for r in runners.pop(FINISHED, None) or ()]
+        finished = runners.pop(FINISHED, None) or []
+        # Ray compiles a series of one item to the item itself.
+        records = [finished] if isinstance(finished, dict) else list(finished)
         if len(records) > self.size:  # more episodes this iteration than the window: use them all
             self.window = deque(records, maxlen=len(records))
         else:
