@@ -35,6 +35,21 @@ def run_exit_hooks() -> None:
 # ---- Ray core -----------------------------------------------------------------------------------
 
 
+# The algorithms that, with no remote env runners or learners, make no Ray call in training,
+# checkpointing or restoring other than those ``ray.put`` calls.  IMPALA and APPO are not among them:
+# they start aggregator actors even then.  Checked per algorithm in tests/test_internals.py.
+RAY_FREE_ALGORITHMS = (
+    "ray.rllib.algorithms.ppo.ppo:PPO",
+    "ray.rllib.algorithms.dqn.dqn:DQN",
+    "ray.rllib.algorithms.sac.sac:SAC",
+)
+
+
+def trains_without_ray(algo_class: type) -> bool:
+    """Whether ``algo_class`` (exactly: not a subclass, whose code we do not know) is one of those."""
+    return f"{algo_class.__module__}:{algo_class.__qualname__}" in RAY_FREE_ALGORITHMS
+
+
 @contextlib.contextmanager
 def without_object_store() -> Iterator[None]:
     """Train an Algorithm whose env runners and learners all live in this process, with no Ray running.

@@ -9,7 +9,10 @@ import atexit
 import functools
 import importlib
 import inspect
+import os
 import pickle
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,3 +117,52 @@ def test_checkpoint_layout_of_connector_pieces(train):
     ours = pieces[classes.index(ObservationMeanStdFilter)]
     state = pickle.loads((ours / internals.PIECE_STATE_FILE).read_bytes())
     assert state["agents"][None]["seen"][()].count > 0
+
+
+RAY_FREE_RUN = """
+SMALL = {  # seconds, not minutes, per iteration
+    "PPO": {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 1},
+    "DQN": {"min_sample_timesteps_per_iteration": 50, "num_steps_sampled_before_learning_starts": 20,
+            "train_batch_size": 32},
+    "SAC": {"min_sample_timesteps_per_iteration": 50, "num_steps_sampled_before_learning_starts": 20,
+            "train_batch_size": 32},
+}
+import sys
+import ray
+from ray.tune.registry import get_trainable_cls
+from envsdk.internals import without_object_store
+
+name, env, folder = sys.argv[1:]
+config = get_trainable_cls(name).get_default_config().environment(env).env_runners(num_env_runners=0)
+config.update_from_dict(SMALL[name])
+with without_object_store():
+    algo = config.build_algo()
+    algo.train()
+    algo.save_checkpoint(folder)
+    algo.load_checkpoint(folder)
+    algo.train()
+    algo.stop()
+assert not ray.is_initialized()
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", internals.RAY_FREE_ALGORITHMS)
+def test_algorithms_listed_as_ray_free_train_save_and_restore_without_ray(name, tmp_path):
+    """With Ray's auto-start off, any Ray call but the ones without_object_store answers would raise."""
+    module, cls_name = name.split(":")
+    algo_class = getattr(importlib.import_module(module), cls_name)
+    assert internals.trains_without_ray(algo_class)
+    env = "Pendulum-v1" if cls_name == "SAC" else "CartPole-v1"
+    out = subprocess.run(
+        [sys.executable, "-c", RAY_FREE_RUN, cls_name, env, str(tmp_path / "ckpt")],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "RAY_ENABLE_AUTO_CONNECT": "0"},
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
+def test_algorithms_that_start_actors_are_not_ray_free():
+    from ray.rllib.algorithms.appo import APPO
+    from ray.rllib.algorithms.impala import IMPALA
+
+    assert not internals.trains_without_ray(IMPALA) and not internals.trains_without_ray(APPO)

@@ -290,17 +290,25 @@ def _needs_ray(exp: Any, built: Any) -> bool:
     """Whether the run needs Ray at all.
 
     It does for a Tune trial; env runners or learners outside this process;
-    offline data (read with Ray Data); and wandb (its logger is a Ray actor).
+    offline data (read with Ray Data); wandb (its logger is a Ray actor); and
+    an algorithm not known to train without Ray (IMPALA and APPO start actors).
     A single trial that samples and learns in this process needs none: it
     trains with no Ray started, which saves a short run ~4 s of start-up and
     shut-down (benchmarks/phases.py).
     """
+    from envsdk.internals import trains_without_ray
     from envsdk.training.in_process import runs_in_process
 
     c = built.config
     remote = built.auto_runners or c.num_env_runners or c.evaluation_num_env_runners or c.num_learners
     offline = c.input_ != "sampler"
-    return bool(remote) or offline or "wandb" in exp.loggers or not runs_in_process(exp, built)
+    return (
+        bool(remote)
+        or offline
+        or "wandb" in exp.loggers
+        or not trains_without_ray(built.algo_class)
+        or not runs_in_process(exp, built)
+    )
 
 
 def cluster_cpus(asked: int | None) -> float:
