@@ -3,7 +3,8 @@
 For each task and seed, two whole processes are timed from launch to exit:
 
 * ours: ``python train.py -f configs/<task's config> --seed S`` (Python,
-  imports, Ray start-up and shut-down included);
+  imports included, and Ray's start-up and shut-down where the run needs Ray:
+  our configs for the suite train in train.py's own process with no Ray);
 * SB3: the same algorithm with RL Zoo's published hyperparameters for the
   task, in a subprocess of this script (Python and imports included).
 
@@ -250,7 +251,7 @@ def main() -> None:
         f"### solve_suite: time to solve, train.py vs Stable-Baselines3, {datetime.date.today()}",
         f"Machine: {machine()}. `{command.strip()}`. Criterion for both: mean return over the last "
         f"{WINDOW} episodes >= the target; wall time is the whole process from launch to exit (ours: "
-        "Python, imports, Ray start-up and shut-down included; SB3: Python and imports).",
+        "Python and imports; no Ray is started for these in-process configs; SB3: Python and imports).",
         "",
     ]
     ratios = {}
