@@ -38,7 +38,9 @@ def test_window_matches_the_documented_rule(size, pattern):
     iterations = [[float(next(value) % 37) for _ in range(n)] for n in counts]
     window = EpisodeWindow(size)
     for new, expected in zip(iterations, _expected(iterations, size), strict=True):
-        records = [{"return": r, "len": int(r) + 1, "agents": {}, "modules": {}} for r in new]
+        records = [{"return": r, "len": int(r) + 1, "agents": {}, "modules": {}, "ended": float(i)}
+                   for i, r in enumerate(new)]  # fmt: skip
+        records = records[1::2] + records[::2]  # two runners' series, merged one after the other
         runners = {FINISHED: records[0] if len(records) == 1 else records}  # as Ray compiles one item
         if not new:
             runners = {"episode_return_mean": math.nan}  # RLlib's value when no episode ended
@@ -56,8 +58,9 @@ def test_window_matches_the_documented_rule(size, pattern):
 def test_per_module_returns_average_only_episodes_the_module_played():
     window = EpisodeWindow(10)
     result = {"env_runners": {
-        FINISHED: [{"return": 3.0, "len": 5, "agents": {"a": 1.0, "b": 2.0}, "modules": {"p": 1.0, "q": 2.0}},
-                   {"return": 5.0, "len": 5, "agents": {"a": 5.0}, "modules": {"p": 5.0}}],
+        FINISHED: [{"return": 3.0, "len": 5, "agents": {"a": 1.0, "b": 2.0}, "modules": {"p": 1.0, "q": 2.0},
+                    "ended": 1.0},
+                   {"return": 5.0, "len": 5, "agents": {"a": 5.0}, "modules": {"p": 5.0}, "ended": 2.0}],
         "module_episode_returns_mean": {"p": 5.0, "q": 2.0},
     }}  # fmt: skip
     window(result=result)
@@ -126,8 +129,11 @@ CASES = {
     # One process: the driver's own env runner, three envs in it.
     "single-agent-local": {"env": "logged.LoggedCartPole", "num_env_runners": 0,
                            "num_envs_per_env_runner": 3},
-    # Two remote runners: episodes reach the driver from two processes.
-    "single-agent-2-runners": {"env": "logged.LoggedCartPole", "num_env_runners": 2},
+    # Two remote runners: episodes reach the driver from two processes.  Which episodes are "the last
+    # 7" then hangs on sub-millisecond timing between the processes, so this case checks a window that
+    # holds every episode: the true mean over both runners (RLlib's was a mean of per-runner means).
+    "single-agent-2-runners": {"env": "logged.LoggedCartPole", "num_env_runners": 2,
+                               "metrics_num_episodes_for_smoothing": 10_000},
     "multi-agent": {"env": "logged.LoggedRunners", "num_env_runners": 0, "policies": ["policy_0", "policy_1"],
                     "policy_mapping_fn": "multi_agent_env.policy_mapping"},
 }  # fmt: skip
@@ -139,7 +145,7 @@ def test_reported_returns_are_the_last_episodes_mean(train, tmp_path, case):
     (tmp_path / "logged.py").write_text(f"LOG = {str(log)!r}\n" + LOGGED)
     (tmp_path / "multi_agent_env.py").write_text((ROOT / "configs" / "multi_agent_env.py").read_text())
     settings = dict(CASES[case])
-    size = 7
+    size = settings.pop("metrics_num_episodes_for_smoothing", 7)
     exp = {
         "run": "PPO",
         "env": settings.pop("env"),
@@ -167,7 +173,7 @@ def test_reported_returns_are_the_last_episodes_mean(train, tmp_path, case):
             iterations.append([])
         else:
             iterations[-1].append(entry)
-    assert len(marks) == 6 and sum(map(len, iterations)) > size  # the window filled
+    assert len(marks) == 6 and sum(map(len, iterations)) > 7  # more episodes than the small window
     expected = _expected([[e["return"] for e in it] for it in iterations[:-1]], size)
     assert [m["mean"] for m in marks] == pytest.approx(expected)
     rows = progress_rows(trial_dirs(train.results)[0])

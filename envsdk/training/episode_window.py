@@ -24,6 +24,7 @@ what it is asked to report.
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Iterable
 from typing import Any
@@ -74,6 +75,7 @@ def episode_record(episode: Any, chunks: Iterable[Any]) -> dict[str, Any]:
         "len": int(sum(len(part) for part in parts)),
         "agents": agents,
         "modules": modules,
+        "ended": time.time(),  # the driver orders one iteration's episodes from several runners by this
     }
 
 
@@ -110,8 +112,8 @@ class EpisodeWindow:
         if not isinstance(runners, dict):
             return
         finished = runners.pop(FINISHED, None) or []
-        # Ray compiles a series of one item to the item itself.
-        records = [finished] if isinstance(finished, dict) else list(finished)
+        # Ray compiles a series of one item to the item itself, and merges runners' series one after another.
+        records = sorted([finished] if isinstance(finished, dict) else finished, key=lambda r: r["ended"])
         if len(records) > self.size:  # more episodes this iteration than the window: use them all
             self.window = deque(records, maxlen=len(records))
         else:
