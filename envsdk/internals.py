@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import signal
 from collections.abc import Iterator
@@ -108,6 +109,40 @@ PIECE_STATE_FILE = "state.pkl"
 def connector_pieces(checkpoint: Path) -> list[Path]:
     """The folders of a checkpoint's env-to-module connector pieces, in pipeline order."""
     return sorted(p.parent for p in checkpoint.joinpath(*ENV_TO_MODULE_PIECES).glob(f"*/{PIECE_CLASS_FILE}"))
+
+
+def convert_done_episodes_once() -> None:
+    """Make a repeat ``MultiAgentEpisode.to_numpy()`` on an ended, converted episode a no-op.
+
+    RLlib 2.60's ``MultiAgentEnvRunner._sample`` converts every episode that ended so far in a
+    ``sample()`` call again at each env step (the loop sits inside the step loop), so a call's cost
+    grows with the square of the episodes it ends: games with short episodes and many agents
+    sampled several times slower.  An ended episode takes no more data, and converting one twice
+    changes nothing (tests/test_internals.py checks both), so the repeat is skipped.  Idempotent;
+    env runners call it once their env exists (``on_environment_created``).
+    """
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    original = MultiAgentEpisode.to_numpy
+    if getattr(original, "converts_once", False):
+        return
+
+    @functools.wraps(original)
+    def to_numpy(self: Any) -> Any:
+        if self.is_done and all(
+            sa.observations.finalized and (sa.rewards.finalized or len(sa) == 0)
+            for sa in self.agent_episodes.values()
+        ):
+            return self  # what a conversion would leave as it is (episodes have __slots__: no flag)
+        return original(self)
+
+    to_numpy.converts_once = True  # type: ignore[attr-defined]
+    MultiAgentEpisode.to_numpy = to_numpy  # type: ignore[method-assign]
+
+
+def converts_done_episodes_once(**_: Any) -> None:
+    """``on_environment_created`` hook: :func:`convert_done_episodes_once` in the env runner's process."""
+    convert_done_episodes_once()
 
 
 # Private RLlib methods our classes override, and why.

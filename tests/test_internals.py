@@ -54,6 +54,99 @@ def test_a_config_keeps_its_env_to_module_connector():
     assert internals.env_to_module_connector(config) is made
 
 
+def _short_episodes_runner():
+    """A local MultiAgentEnvRunner on a two-agent env whose episodes end every 3 steps."""
+    import gymnasium as gym
+    import numpy as np
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.env.multi_agent_env import MultiAgentEnv
+    from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+
+    class ShortEpisodes(MultiAgentEnv):
+        def __init__(self, config=None):
+            super().__init__()
+            self.possible_agents = self.agents = ["a", "b"]
+            self.observation_spaces = {a: gym.spaces.Box(-1, 1, (2,), np.float32) for a in self.agents}
+            self.action_spaces = {a: gym.spaces.Discrete(2) for a in self.agents}
+            self.t = 0
+
+        def _obs(self):
+            return {a: np.full(2, self.t / 3, np.float32) for a in self.agents}
+
+        def reset(self, *, seed=None, options=None):
+            self.t = 0
+            return self._obs(), {}
+
+        def step(self, action_dict):
+            self.t += 1
+            done = self.t >= 3
+            flags = {a: done for a in self.agents}
+            return self._obs(), {a: 1.0 for a in self.agents}, flags | {"__all__": done}, \
+                {a: False for a in self.agents} | {"__all__": False}, {}  # fmt: skip
+
+    config = (
+        PPOConfig()
+        .environment(ShortEpisodes)
+        .multi_agent(policies={"p"}, policy_mapping_fn=lambda aid, *a, **k: "p")
+        .env_runners(num_env_runners=0)
+    )
+    return MultiAgentEnvRunner(config=config)
+
+
+def _counting(monkeypatch, original):
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    calls: dict[int, int] = {}
+
+    def to_numpy(self):
+        calls[id(self)] = calls.get(id(self), 0) + 1
+        return original(self)
+
+    monkeypatch.setattr(MultiAgentEpisode, "to_numpy", to_numpy)
+    return calls
+
+
+def test_multi_agent_runner_converts_ended_episodes_again_at_every_step(monkeypatch):
+    """The RLlib behaviour convert_done_episodes_once works around; when this fails, drop the workaround."""
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    original = getattr(MultiAgentEpisode.to_numpy, "__wrapped__", MultiAgentEpisode.to_numpy)
+    calls = _counting(monkeypatch, original)
+    episodes = _short_episodes_runner().sample(num_timesteps=30)
+    done = [e for e in episodes if e.is_done]
+    assert len(done) >= 5
+    assert max(calls[id(e)] for e in done) > 3  # the first one ended is converted again ever after
+
+
+def _agent_states(episode) -> bytes:
+    return pickle.dumps({agent: e.get_state() for agent, e in episode.agent_episodes.items()})
+
+
+def test_converting_an_ended_episode_again_changes_nothing(monkeypatch):
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    original = getattr(MultiAgentEpisode.to_numpy, "__wrapped__", MultiAgentEpisode.to_numpy)
+    monkeypatch.setattr(MultiAgentEpisode, "to_numpy", original)
+    done = [e for e in _short_episodes_runner().sample(num_timesteps=30) if e.is_done]
+    for episode in done:
+        before = _agent_states(episode)
+        assert original(episode) is episode
+        assert _agent_states(episode) == before
+
+
+def test_convert_done_episodes_once_converts_each_episode_once(monkeypatch):
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    original = getattr(MultiAgentEpisode.to_numpy, "__wrapped__", MultiAgentEpisode.to_numpy)
+    calls = _counting(monkeypatch, original)
+    internals.convert_done_episodes_once()
+    internals.convert_done_episodes_once()  # idempotent: one wrapper, not two
+    assert MultiAgentEpisode.to_numpy.__wrapped__.__name__ == "to_numpy"
+    episodes = _short_episodes_runner().sample(num_timesteps=30)
+    assert [calls.get(id(e)) for e in episodes] == [1] * len(episodes)
+    assert all(e.is_numpy for e in episodes)
+
+
 @pytest.mark.parametrize("name", sorted(internals.OVERRIDDEN))
 def test_overridden_private_methods_exist_with_their_arguments(name):
     module, qualname = name.split(":")

@@ -10,10 +10,13 @@ from envsdk.training.checkpoints import verify
 from tests.helpers import progress_rows, run_train, start_train, trial_dirs, wait_for_rows
 
 
+ITERATIONS = 30  # ~0.2 s each: the signal lands well before the last
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_signal_checkpoints_exits_0_and_resume_continues(ray_address, tmp_path, sig):
     args = [
-        "-f", "configs/cartpole-ppo.yaml", "--stop-iters", "12", "--stop-reward", "1000",
+        "-f", "configs/cartpole-ppo.yaml", "--stop-iters", str(ITERATIONS), "--stop-reward", "1000",
         "--ray-address", ray_address, "--local-dir", str(tmp_path),
     ]  # fmt: skip
     proc = start_train(args)
@@ -30,7 +33,7 @@ def test_signal_checkpoints_exits_0_and_resume_continues(ray_address, tmp_path, 
     assert out.count("--resume") == 1
     (trial,) = trial_dirs(tmp_path)
     stopped_at = len(progress_rows(trial))
-    assert 2 <= stopped_at < 12
+    assert 2 <= stopped_at < ITERATIONS
     checkpoints = sorted(trial.glob("checkpoint_*"))
     assert checkpoints, "no checkpoint written on the signal"
     manifest = verify(checkpoints[-1])
@@ -41,6 +44,6 @@ def test_signal_checkpoints_exits_0_and_resume_continues(ray_address, tmp_path, 
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert trial_dirs(tmp_path) == [trial]  # the same trial goes on
     rows = progress_rows(trial)
-    assert [int(r["training_iteration"]) for r in rows] == list(range(1, 13))
+    assert [int(r["training_iteration"]) for r in rows] == list(range(1, ITERATIONS + 1))
     steps = [float(r["num_env_steps_sampled_lifetime"]) for r in rows]
     assert steps == sorted(steps) and steps[stopped_at] > steps[stopped_at - 1]

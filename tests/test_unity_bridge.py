@@ -270,6 +270,44 @@ def test_per_agent_done_flags():  # ray #17482
         e.close()
 
 
+@pytest.mark.parametrize("agents", [2, 5, 16])
+def test_agents_that_end_one_by_one_relay_into_short_episodes(agents):
+    """Agents that end at different times and come back with new ids do not pile up in one episode.
+
+    Once every agent an episode started with has ended, the live ones (back with new ids) are
+    truncated with their current observation and start the next episode from it, with no RESET.
+    """
+    e = env(additional_args=["--agents", str(agents), "--max-steps", "12"], episode_horizon=None)
+    try:
+        obs, _ = e.reset()
+        relays = 0
+        for _episode in range(6):
+            starters, seen, done, steps = set(obs), set(obs), set(), 0
+            while True:
+                actions = {k: sample_allowed(e.get_action_space(k), o) for k, o in obs.items()}
+                obs, _, term, trunc, _ = e.step(actions)
+                steps += 1
+                seen |= set(obs)
+                done |= {k for k in term if k != ALL and (term[k] or trunc[k])}
+                if term[ALL] or trunc[ALL]:
+                    break
+            assert steps <= 12 + 1, "an episode outlived its starting agents (12 steps at most each)"
+            assert len(seen) <= 3 * agents  # the starters, and those back after them (some end fast)
+            assert starters <= done and not (term[ALL] and trunc[ALL])
+            last = {k: obs[k] for k in obs if trunc[k]}
+            obs, _ = e.reset()
+            carried = set(obs) & seen
+            if carried:  # a relay: these were truncated with the observation they start the next one from
+                relays += 1
+                assert trunc[ALL] and carried <= set(last)
+                for k in carried:
+                    np.testing.assert_array_equal(obs[k]["observations"], last[k]["observations"])
+            assert e.agents == sorted(obs)
+        assert relays or agents == 2  # two agents often end in the same step
+    finally:
+        e.close()
+
+
 def test_group_rewards_reach_every_member():  # ray #21489
     e = UnityEnv({"file_name": DODGEBALL, "no_graphics": True, "additional_args": ["--max-steps", "500"]})
     try:

@@ -9,8 +9,15 @@ Episodes: Unity restarts agents by itself, with a new id each time.  An RLlib
 episode ends when every agent in it has ended (a round of the game); agents
 that already asked for their next decision in that round start the next
 episode.  Agents that join while others play on join the running episode.
-``episode_horizon`` truncates every live agent, each with its last
-observation (ray #49381), and the next reset sends RESET to the game.
+Once every agent the episode started with has ended, it also ends at the next
+step where all its live agents ask for a decision: they are truncated there,
+with that observation, and start the next episode from it, with no RESET (a
+relay, as ML-Agents' ``time_horizon`` cuts trajectories).  Without it, a game
+whose agents end one by one and come back with new ids (3DBall, Chase) would
+pile hundreds of agents into one RLlib episode, and RLlib's per-step cost grows
+with the agents an episode holds.  ``episode_horizon`` truncates every live
+agent, each with its last observation (ray #49381), and the next reset sends
+RESET to the game.
 """
 
 from __future__ import annotations
@@ -173,6 +180,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         self.action_spaces = {a: self._spaces[behavior_of(a)][1] for a in self.possible_agents}
         self._carry: list[AgentStep] = first
         self._live: set[str] = set()
+        self._starters: set[str] = set()  # agents live at the episode's start that have not ended
         self._last_obs: dict[str, Any] = {}
         self._t = 0
         self._restarts: deque[float] = deque()
@@ -254,6 +262,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
                 infos[key] = self._info(step)
                 self._live.add(key)
                 self._last_obs[key] = obs[key]
+        self._starters = set(self._live)
         self.agents = sorted(self._live)  # type: ignore[assignment]  # RLlib: list[Hashable | str]
         return obs, infos
 
@@ -287,27 +296,31 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
             obs[key], rewards[key], infos[key] = self._obs(step), self._reward(step), self._info(step)
             terminated[key], truncated[key] = not step.interrupted, step.interrupted
             self._live.discard(key)
+            self._starters.discard(key)
             self._last_obs.pop(key, None)
         round_over = bool(ended) and not self._live
+        asking_keys = {agent_key(s.behavior, s.agent_id) for s in asking}
+        relay = not round_over and not self._starters and self._live <= asking_keys
         self._t += 1
-        if round_over:
+        if round_over or relay:
             self._carry = [s for s in asking if agent_key(s.behavior, s.agent_id) not in obs]
-        else:
-            for step in asking:
-                key = agent_key(step.behavior, step.agent_id)
-                obs[key], rewards[key], infos[key] = self._obs(step), self._reward(step), self._info(step)
-                self._live.add(key)
-                self._last_obs[key] = obs[key]
+        for step in asking:
+            key = agent_key(step.behavior, step.agent_id)
+            if round_over or (relay and key not in self._live):
+                continue  # starts the next episode
+            obs[key], rewards[key], infos[key] = self._obs(step), self._reward(step), self._info(step)
+            self._live.add(key)
+            self._last_obs[key] = obs[key]
         horizon = self.settings.episode_horizon
-        cut = not round_over and horizon is not None and self._t >= horizon
-        if cut:  # every live agent gets its last observation (ray #49381)
+        cut = not round_over and not relay and horizon is not None and self._t >= horizon
+        if cut or relay:  # every live agent gets its last observation (ray #49381)
             for key in self._live:
                 obs.setdefault(key, self._last_obs[key])
                 rewards.setdefault(key, 0.0)
                 truncated[key], terminated[key] = True, False
             self._live.clear()
         terminated[ALL] = round_over
-        truncated[ALL] = cut
+        truncated[ALL] = cut or relay
         self.agents = sorted(self._live)  # type: ignore[assignment]  # RLlib: list[Hashable | str]
         return obs, rewards, terminated, truncated, infos
 

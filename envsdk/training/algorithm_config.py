@@ -36,6 +36,7 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.policy import PolicySpec
 
+from envsdk import internals
 from envsdk.config import legacy, offline
 from envsdk.config.experiment import Experiment
 from envsdk.config.self_play import SelfPlaySettings
@@ -604,6 +605,8 @@ def build_config(
             add_callback(config, "on_train_result", window, first=True)
         for event, hook in env_hooks.env_callbacks.items():
             add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
+        if config.is_multi_agent and not model.old_stack:
+            add_callback(config, "on_environment_created", internals.converts_done_episodes_once)
         if not env_hooks.stable_agent_ids and not model.old_stack:
             add_callback(config, "on_sample_end", agent_metrics.drop_per_agent_metrics)
             add_callback(config, "on_train_result", agent_metrics.drop_agent_episode_metrics)

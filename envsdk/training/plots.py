@@ -44,13 +44,11 @@ def plot_reward_curve(trial_dir: Path, title: str = "") -> Path | None:
     rows = [r for r in read_progress(trial_dir) if not math.isnan(r["return"])]
     if not rows:
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # not pyplot: no GUI backend to pick, a third faster to import
 
     policies = sorted({p for r in rows for p in r["elo"]})
-    fig, axes = plt.subplots(1, 3 if policies else 2, figsize=(15 if policies else 10, 3.6))
+    fig = Figure(figsize=(15 if policies else 10, 3.6))
+    axes = fig.subplots(1, 3 if policies else 2)
     ax1, ax2 = axes[0], axes[1]
     ax2.sharey(ax1)
     if policies:
@@ -73,5 +71,4 @@ def plot_reward_curve(trial_dir: Path, title: str = "") -> Path | None:
     fig.tight_layout()
     out = Path(trial_dir) / "reward.png"
     fig.savefig(out, dpi=100)
-    plt.close(fig)
     return out
