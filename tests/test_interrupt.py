@@ -9,7 +9,6 @@ import pytest
 from envsdk.training.checkpoints import verify
 from tests.helpers import progress_rows, run_train, start_train, trial_dirs, wait_for_rows
 
-
 ITERATIONS = 30  # ~0.2 s each: the signal lands well before the last
 
 
