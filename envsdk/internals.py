@@ -111,7 +111,7 @@ def connector_pieces(checkpoint: Path) -> list[Path]:
     return sorted(p.parent for p in checkpoint.joinpath(*ENV_TO_MODULE_PIECES).glob(f"*/{PIECE_CLASS_FILE}"))
 
 
-def convert_done_episodes_once() -> None:
+def convert_done_episodes_once(**_: Any) -> None:
     """Make a repeat ``MultiAgentEpisode.to_numpy()`` on an ended, converted episode a no-op.
 
     RLlib 2.60's ``MultiAgentEnvRunner._sample`` converts every episode that ended so far in a
@@ -119,7 +119,8 @@ def convert_done_episodes_once() -> None:
     grows with the square of the episodes it ends: games with short episodes and many agents
     sampled several times slower.  An ended episode takes no more data, and converting one twice
     changes nothing (tests/test_internals.py checks both), so the repeat is skipped.  Idempotent;
-    env runners call it once their env exists (``on_environment_created``).
+    it is the ``on_environment_created`` hook of multi-agent runs, so every env runner's process
+    calls it once its env exists.
     """
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
@@ -138,11 +139,6 @@ def convert_done_episodes_once() -> None:
 
     to_numpy.converts_once = True  # type: ignore[attr-defined]
     MultiAgentEpisode.to_numpy = to_numpy  # type: ignore[method-assign]
-
-
-def converts_done_episodes_once(**_: Any) -> None:
-    """``on_environment_created`` hook: :func:`convert_done_episodes_once` in the env runner's process."""
-    convert_done_episodes_once()
 
 
 # Private RLlib methods our classes override, and why.

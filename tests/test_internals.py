@@ -139,9 +139,10 @@ def test_convert_done_episodes_once_converts_each_episode_once(monkeypatch):
 
     original = getattr(MultiAgentEpisode.to_numpy, "__wrapped__", MultiAgentEpisode.to_numpy)
     calls = _counting(monkeypatch, original)
+    counting = MultiAgentEpisode.to_numpy
     internals.convert_done_episodes_once()
     internals.convert_done_episodes_once()  # idempotent: one wrapper, not two
-    assert MultiAgentEpisode.to_numpy.__wrapped__.__name__ == "to_numpy"
+    assert MultiAgentEpisode.to_numpy.__wrapped__ is counting
     episodes = _short_episodes_runner().sample(num_timesteps=30)
     assert [calls.get(id(e)) for e in episodes] == [1] * len(episodes)
     assert all(e.is_numpy for e in episodes)

@@ -606,7 +606,7 @@ def build_config(
         for event, hook in env_hooks.env_callbacks.items():
             add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
         if config.is_multi_agent and not model.old_stack:
-            add_callback(config, "on_environment_created", internals.converts_done_episodes_once)
+            add_callback(config, "on_environment_created", internals.convert_done_episodes_once)
         if not env_hooks.stable_agent_ids and not model.old_stack:
             add_callback(config, "on_sample_end", agent_metrics.drop_per_agent_metrics)
             add_callback(config, "on_train_result", agent_metrics.drop_agent_episode_metrics)
