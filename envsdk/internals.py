@@ -99,6 +99,11 @@ def env_to_module_connector(config: Any) -> Any:
     return config._env_to_module_connector
 
 
+def learner_connector(learner: Any) -> Any:
+    """A Learner's connector pipeline (kept privately), to read what ``normalize_rewards`` learned."""
+    return learner._learner_connector
+
+
 # Where an RLlib checkpoint keeps its env runner's env-to-module connector pieces, each in a
 # folder with class_and_ctor_args.pkl ({"class": ..., ...}) and state.pkl (the piece's get_state()).
 ENV_TO_MODULE_PIECES = ("env_runner", "env_to_module_connector")

@@ -69,6 +69,19 @@ CASES = {
         "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {observation_filter: MyFilter}\n",
         ["observation_filter 'MyFilter'", "MeanStdFilter"],
     ),
+    "normalize-rewards-replay": (
+        "exp:\n  run: DQN\n  env: CartPole-v1\n  config: {normalize_rewards: true}\n",
+        ["normalize_rewards works with PPO, APPO, IMPALA, not DQN", "bad.yaml:4"],
+    ),
+    "normalize-rewards-not-bool": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {normalize_rewards: 'yes please'}\n",
+        ["normalize_rewards must be true or false"],
+    ),
+    "normalize-rewards-modelv2": (
+        "exp:\n  run: PPO\n  env: CartPole-v1\n  config:\n    normalize_rewards: true\n"
+        "    model: {custom_model: customnet}\n",
+        ["normalize_rewards needs the new API stack", "RLModule"],
+    ),
     "rllib-rejects": (
         "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {train_batch_size: 100, minibatch_size: 500}\n",
         ["RLlib rejected the config"],

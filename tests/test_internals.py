@@ -54,6 +54,20 @@ def test_a_config_keeps_its_env_to_module_connector():
     assert internals.env_to_module_connector(config) is made
 
 
+def test_a_learner_keeps_its_connector_pipeline():
+    """normalize_rewards' tests read the normaliser's statistics out of the learner's pipeline."""
+    import gymnasium as gym
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    from envsdk.training.reward_normalization import RewardNormalizer, reward_normalizer
+
+    config = PPOConfig().training(learner_connector=functools.partial(reward_normalizer, gamma=0.9))
+    learner = config.build_learner(env=gym.make("CartPole-v1"))
+    learner.build()
+    pieces = internals.learner_connector(learner).connectors
+    assert any(isinstance(p, RewardNormalizer) for p in pieces), pieces
+
+
 def _short_episodes_runner():
     """A local MultiAgentEnvRunner on a two-agent env whose episodes end every 3 steps."""
     import gymnasium as gym

@@ -51,7 +51,7 @@ from envsdk.envs.plugins import load_model, search_path
 from envsdk.envs.registry import ResolvedEnv, resolve_env
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice, quiet_rllib
-from envsdk.training import agent_metrics, episode_window, observation_filter, self_play
+from envsdk.training import agent_metrics, episode_window, observation_filter, reward_normalization, self_play
 from envsdk.training.callbacks import add_callback
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ EXTRA_KEYS = {
     "multiagent",
     "horizon",
     "self_play",
+    "normalize_rewards",
 }
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
@@ -422,6 +423,29 @@ def _new_stack_settings(values: LineDict, config: AlgorithmConfig, multi_agent: 
             f"{values.where('observation_filter')}: observation_filter '{kind}' has no new-API-stack form",
             "use MeanStdFilter or NoFilter",
         )
+    where = values.where("normalize_rewards")
+    normalize = values.pop("normalize_rewards", False)
+    if not isinstance(normalize, bool):
+        raise UserError(f"{where}: normalize_rewards must be true or false, got {normalize!r}", "")
+    if normalize:
+        _normalize_rewards(values, config, where)
+
+
+def _normalize_rewards(values: LineDict, config: AlgorithmConfig, where: str) -> None:
+    """``normalize_rewards: true``: :mod:`envsdk.training.reward_normalization`'s learner piece."""
+    if not isinstance(config, reward_normalization.on_policy_configs()):
+        raise UserError(
+            f"{where}: normalize_rewards works with {', '.join(reward_normalization.ALGORITHMS)}, "
+            f"not {getattr(config.algo_class, '__name__', type(config).__name__)}",
+            "remove it, or scale the env's rewards (replayed transitions come out of order)",
+        )
+    gamma = values.get("gamma", config.gamma)  # a searched gamma: the normaliser uses the default's
+    piece = functools.partial(
+        reward_normalization.reward_normalizer,
+        gamma=gamma if isinstance(gamma, float | int) else config.gamma,
+        user_pieces=values.pop("learner_connector", None),
+    )
+    config.training(learner_connector=piece)
 
 
 def _self_play(
@@ -572,6 +596,11 @@ def build_config(
 
         config: AlgorithmConfig = algo_class.get_default_config()
         if model.old_stack:
+            if "normalize_rewards" in values:
+                raise UserError(
+                    f"{values.where('normalize_rewards')}: normalize_rewards needs the new API stack",
+                    "a ModelV2 custom_model runs on the old stack; use an RLModule plugin",
+                )
             name = model.old_stack_model["custom_model"]
             notice(f"custom_model '{name}' is a ModelV2: using RLlib's old API stack")
             config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)

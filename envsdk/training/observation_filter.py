@@ -78,6 +78,12 @@ class RunningMeanStd:
     def empty(cls, shape: tuple[int, ...]) -> RunningMeanStd:
         return cls(0, np.zeros(shape), np.zeros(shape))
 
+    @classmethod
+    def of(cls, values: np.ndarray) -> RunningMeanStd:
+        """The statistics of ``values`` along their first axis."""
+        mean = values.mean(axis=0)
+        return cls(len(values), mean, ((values - mean) ** 2).sum(axis=0))
+
     def push(self, x: np.ndarray) -> None:
         self.count += 1
         delta = x - self.mean
