@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -205,6 +206,26 @@ def test_port_in_use_is_skipped_and_exhaustion_is_clear():
             game.close()
         with pytest.raises(LaunchError, match=rf"no free port .* {port}\.\.{port}"):
             UnityEnvironment(settings(base_port=port, port_range=1))
+
+
+def test_a_port_whose_last_connection_lingers_in_time_wait_is_free():
+    """Back-to-back runs on the Editor's fixed port: the closed server's TIME_WAIT must not block it."""
+    from unity_bridge.communicator import port_free
+
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gRPC's servers do
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            accepted.close()  # the server side closes first, so its end waits in TIME_WAIT
+            client.recv(1)
+        assert not port_free(port)  # still listening
+    if shutil.which("ss"):  # iproute2: confirm the setup left the port in TIME_WAIT
+        lingering = subprocess.run(["ss", "-tan", f"sport = :{port}"], capture_output=True, text=True).stdout
+        assert "TIME-WAIT" in lingering, lingering
+    assert port_free(port)
 
 
 def test_two_envs_with_the_same_worker_id_get_distinct_ports():  # ray #13412, #13413

@@ -41,8 +41,13 @@ def compatible(ours: str, theirs: str) -> bool:
 
 
 def port_free(port: int) -> bool:
-    """Whether 127.0.0.1:port can be bound right now."""
+    """Whether 127.0.0.1:port can be listened on right now.
+
+    With SO_REUSEADDR, as gRPC binds: connections of an earlier server on the
+    port that linger in TIME_WAIT do not make it taken; a listener does.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((HOST, port))
         except OSError:
