@@ -95,7 +95,9 @@ def run_ours(task: Task, seed: int, cap: float) -> dict:
     )  # start-up and shut-down put the curve on the process clock
     return {
         "tool": "ours", "seed": seed, "wall": wall, "solved": bool(solved), "rc": proc.returncode,
-        "steps": int(float(solved[0]["num_env_steps_sampled_lifetime"])) if solved else None,
+        "steps": int(float((solved or rows)[0 if solved else -1]["num_env_steps_sampled_lifetime"]))
+        if rows
+        else None,  # when not solved: the steps it ran
         "curve": [(t + offset, r) for t, r in curve],
     }  # fmt: skip
 
@@ -113,7 +115,7 @@ def run_sb3(task: Task, seed: int, cap: float) -> dict:
     offset = wall - report["exit_at"]
     return {
         "tool": "sb3", "seed": seed, "wall": wall, "solved": report["solved"], "rc": 0,
-        "steps": report["steps"] if report["solved"] else None,
+        "steps": report["steps"],  # when not solved: the steps it ran
         "curve": [(t + offset, r) for t, r in report["curve"]],
     }  # fmt: skip
 
@@ -131,6 +133,7 @@ def sb3_worker(task: Task, seed: int, cap: float) -> None:
             super().__init__()
             self.curve: list[tuple[float, float]] = []
             self.solved = False
+            self.episodes = 0  # ended so far (ep_info_buffer keeps only the last 100)
             self.seen = 0
 
         def _mean(self) -> float | None:
@@ -138,9 +141,10 @@ def sb3_worker(task: Task, seed: int, cap: float) -> None:
             return sum(returns) / WINDOW if len(returns) == WINDOW else None
 
         def _on_step(self) -> bool:
+            self.episodes += sum(bool(done) for done in self.locals["dones"])
             mean = self._mean()
-            if mean is not None and len(self.model.ep_info_buffer) != self.seen:
-                self.seen = len(self.model.ep_info_buffer)
+            if mean is not None and self.episodes != self.seen:
+                self.seen = self.episodes
                 if not self.curve or time.perf_counter() - t0 - self.curve[-1][0] > 0.5:
                     self.curve.append((time.perf_counter() - t0, mean))
             self.solved = mean is not None and mean >= task.target
@@ -207,7 +211,9 @@ def table(task: Task, seeds: list[int], runs: list[dict]) -> tuple[list[str], fl
         if r is None:
             return "-"
         if not r["solved"]:
-            return f"not solved ({r['wall']:.0f} s cap)" if key == "wall" else "-"
+            if key == "wall":
+                return f"not solved (stopped at {r['wall']:.0f} s)"
+            return f"{r['steps']} (not solved)" if r["steps"] else "-"
         return f"{r[key]:.1f}" if key == "wall" else f"{r[key]}"
 
     for seed in seeds:

@@ -112,6 +112,50 @@ def test_env_failing_mid_training_is_reported(train, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_local_rays_workers_import_modules_next_to_the_yaml(tmp_path):
+    """A remote env runner of a Ray that train.py starts imports what the env module imports from its folder.
+
+    The env class itself travels by value; the module it imports does not, so the
+    worker must find the YAML's folder on its path (not the tests' working directory).
+    """
+    (tmp_path / "sibling_sizes.py").write_text("LENGTH = 7\n")
+    (tmp_path / "sibling_env.py").write_text(textwrap.dedent("""
+        import gymnasium as gym
+        import numpy as np
+        import sibling_sizes
+
+        class SiblingEnv(gym.Env):
+            observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
+            action_space = gym.spaces.Discrete(2)
+
+            def __init__(self, config=None):
+                self.t = 0
+
+            def reset(self, *, seed=None, options=None):
+                self.t = 0
+                return np.zeros(1, np.float32), {}
+
+            def step(self, action):
+                self.t += 1
+                return np.zeros(1, np.float32), float(action), self.t >= sibling_sizes.LENGTH, False, {}
+    """))
+    (tmp_path / "exp.yaml").write_text(
+        "sibling:\n  run: PPO\n  env: sibling_env.SiblingEnv\n"
+        "  config: {num_env_runners: 1, train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\n"
+    )
+    temp = Path(tempfile.mkdtemp(prefix="ray-", dir="/tmp"))
+    try:
+        out = run_train(["-f", str(tmp_path / "exp.yaml"), "--stop-iters", "1", "--ray-num-cpus", "2",
+                         "--temp-dir", str(temp), "--local-dir", str(tmp_path / "results")])  # fmt: skip
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert list(temp.glob("session_*")), "the env runner ran outside train.py's process"
+        (row,) = progress_rows(trial_dirs(tmp_path / "results")[0])
+        assert float(row["env_runners/episode_len_mean"]) == 7
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("runners", [0, 1])
 def test_local_ray_only_when_needed_and_gone_after(tmp_path, runners):
     """Without --ray-address, train.py starts a local Ray only for what runs outside its own process

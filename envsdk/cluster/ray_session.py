@@ -39,9 +39,10 @@ def start_ray(
         "logging_level": logging.ERROR,
         "logging_config": ray.LoggingConfig(log_level="ERROR"),
         "include_dashboard": False,
-        "runtime_env": {"env_vars": {"PYTHONPATH": pythonpath}} if pythonpath else None,
     }
     if address:
+        # A cluster's workers were started without our paths: they come with a runtime env.
+        kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": pythonpath}} if pythonpath else None
         if address == "auto" and not os.environ.get("RAY_ADDRESS"):
             raise UserError("--ray-address auto, but RAY_ADDRESS is not set", "pass the head's host:port")
         for flag, value in (("--ray-num-cpus", num_cpus), ("--ray-num-gpus", num_gpus)):
@@ -49,6 +50,11 @@ def start_ray(
                 notice(f"{flag} is ignored when joining an existing cluster")
         kwargs["address"] = address
     else:
+        # A local Ray's workers inherit the raylet's environment, so the paths go there. A
+        # runtime env would keep Ray from using the workers it starts ahead (each Tune trial
+        # and remote env runner would wait for a fresh one).
+        if pythonpath:
+            os.environ["PYTHONPATH"] = pythonpath
         kwargs.update(
             num_cpus=num_cpus,
             num_gpus=num_gpus,

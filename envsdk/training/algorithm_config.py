@@ -443,7 +443,6 @@ def _normalize_rewards(values: LineDict, config: AlgorithmConfig, where: str) ->
     piece = functools.partial(
         reward_normalization.reward_normalizer,
         gamma=gamma if isinstance(gamma, float | int) else config.gamma,
-        user_pieces=values.pop("learner_connector", None),
     )
     config.training(learner_connector=piece)
 

@@ -62,8 +62,6 @@ class RewardNormalizer(ConnectorV2):
         self._open: collections.OrderedDict[tuple[Any, Any], float] = collections.OrderedDict()
 
     def __call__(self, *, batch: dict[str, Any], episodes: list, **kwargs: Any) -> Any:
-        if Columns.REWARDS in batch:  # an earlier piece (the user's) filled the column: theirs
-            return batch
         chunks = []
         for episode in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False):
             rewards = np.asarray(episode.get_rewards(slice(0, len(episode))), dtype=np.float64)
@@ -120,14 +118,6 @@ def on_policy_configs() -> tuple[type, ...]:
     return (PPOConfig, IMPALAConfig)
 
 
-def reward_normalizer(
-    observation_space: Any, action_space: Any, *, gamma: float, user_pieces: Any = None
-) -> list[ConnectorV2]:
-    """``learner_connector`` for ``normalize_rewards: true`` (picklable with ``functools.partial``).
-
-    ``user_pieces``: the YAML's own ``learner_connector``, whose pieces run
-    first; one that fills the rewards column itself is left as it is.
-    """
-    made = user_pieces(observation_space, action_space) if user_pieces is not None else []
-    theirs = list(made) if isinstance(made, list | tuple) else [made]
-    return [*theirs, RewardNormalizer(observation_space, action_space, gamma=gamma)]
+def reward_normalizer(observation_space: Any, action_space: Any, *, gamma: float) -> RewardNormalizer:
+    """``learner_connector`` for ``normalize_rewards: true`` (picklable with ``functools.partial``)."""
+    return RewardNormalizer(observation_space, action_space, gamma=gamma)
