@@ -119,7 +119,8 @@ def test_a_local_rays_workers_import_modules_next_to_the_yaml(tmp_path):
     worker must find the YAML's folder on its path (not the tests' working directory).
     """
     (tmp_path / "sibling_sizes.py").write_text("LENGTH = 7\n")
-    (tmp_path / "sibling_env.py").write_text(textwrap.dedent("""
+    (tmp_path / "sibling_env.py").write_text(
+        textwrap.dedent("""
         import gymnasium as gym
         import numpy as np
         import sibling_sizes
@@ -138,7 +139,8 @@ def test_a_local_rays_workers_import_modules_next_to_the_yaml(tmp_path):
             def step(self, action):
                 self.t += 1
                 return np.zeros(1, np.float32), float(action), self.t >= sibling_sizes.LENGTH, False, {}
-    """))
+    """)
+    )
     (tmp_path / "exp.yaml").write_text(
         "sibling:\n  run: PPO\n  env: sibling_env.SiblingEnv\n"
         "  config: {num_env_runners: 1, train_batch_size: 200, minibatch_size: 100, num_epochs: 1}\n"
