@@ -54,6 +54,8 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/startup.py
 	$(PY) benchmarks/phases.py
+	$(PY) benchmarks/threads.py
+	$(PY) benchmarks/replay.py
 
 clean:
 	rm -rf $(VENV)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import platform
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "RESULTS.md"
@@ -29,3 +31,27 @@ def append_results(lines: list[str]) -> None:
     print(text)
     old = RESULTS.read_text() if RESULTS.exists() else HEADER
     RESULTS.write_text(old.rstrip() + "\n\n" + text)
+
+
+def env_steps_per_second(
+    config_file: Path, overrides: dict, algo_class: Any = None, iterations: int = 4
+) -> float:
+    """Env steps per second of ``iterations`` training iterations of a config, in this process, no Ray.
+
+    The first two iterations (start-up, the replay warm-up of off-policy configs) are not timed.
+    ``algo_class`` replaces the one train.py would use (to time RLlib's own class, say).
+    """
+    from envsdk.config.experiment import load_experiments
+    from envsdk.internals import without_object_store
+    from envsdk.training.algorithm_config import build_config
+
+    built = build_config(load_experiments(config_file)[0], overrides)
+    with without_object_store():
+        algo = (algo_class or built.algo_class)(config=built.config)
+        algo.train()
+        start, steps = time.perf_counter(), algo.train()["num_env_steps_sampled_lifetime"]
+        for _ in range(iterations):
+            result = algo.train()
+        rate = (result["num_env_steps_sampled_lifetime"] - steps) / (time.perf_counter() - start)
+        algo.stop()
+    return float(rate)

@@ -82,6 +82,10 @@ CASES = {
         "    model: {custom_model: customnet}\n",
         ["normalize_rewards needs the new API stack", "RLModule"],
     ),
+    "vectorize-mode": (
+        "exp:\n  run: SAC\n  env: Pendulum-v1\n  config: {gym_env_vectorize_mode: vector_entry_point}\n",
+        ["env 'Pendulum-v1' has no vectorized version", "bad.yaml:4", "drop the key"],
+    ),
     "rllib-rejects": (
         "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {train_batch_size: 100, minibatch_size: 500}\n",
         ["RLlib rejected the config"],

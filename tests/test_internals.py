@@ -54,6 +54,14 @@ def test_a_config_keeps_its_env_to_module_connector():
     assert internals.env_to_module_connector(config) is made
 
 
+def test_a_config_keeps_its_learner_connector():
+    from ray.rllib.algorithms.sac import SACConfig
+
+    made = functools.partial(print)
+    assert internals.learner_connector_setting(SACConfig()) is None
+    assert internals.learner_connector_setting(SACConfig().training(learner_connector=made)) is made
+
+
 def test_a_learner_keeps_its_connector_pipeline():
     """normalize_rewards' tests read the normaliser's statistics out of the learner's pipeline."""
     import gymnasium as gym
@@ -235,16 +243,17 @@ SMALL = {  # seconds, not minutes, per iteration
     "SAC": {"min_sample_timesteps_per_iteration": 50, "num_steps_sampled_before_learning_starts": 20,
             "train_batch_size": 32},
 }
+import importlib
 import sys
 import ray
-from ray.tune.registry import get_trainable_cls
 from envsdk.internals import without_object_store
 
-name, env, folder = sys.argv[1:]
-config = get_trainable_cls(name).get_default_config().environment(env).env_runners(num_env_runners=0)
+module, name, env, folder = sys.argv[1:]
+algo_class = getattr(importlib.import_module(module), name)
+config = algo_class.get_default_config().environment(env).env_runners(num_env_runners=0)
 config.update_from_dict(SMALL[name])
 with without_object_store():
-    algo = config.build_algo()
+    algo = algo_class(config=config)
     algo.train()
     algo.save_checkpoint(folder)
     algo.load_checkpoint(folder)
@@ -263,7 +272,7 @@ def test_algorithms_listed_as_ray_free_train_save_and_restore_without_ray(name, 
     assert internals.trains_without_ray(algo_class)
     env = "Pendulum-v1" if cls_name == "SAC" else "CartPole-v1"
     out = subprocess.run(
-        [sys.executable, "-c", RAY_FREE_RUN, cls_name, env, str(tmp_path / "ckpt")],
+        [sys.executable, "-c", RAY_FREE_RUN, module, cls_name, env, str(tmp_path / "ckpt")],
         capture_output=True, text=True, timeout=300, env={**os.environ, "RAY_ENABLE_AUTO_CONNECT": "0"},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
@@ -274,3 +283,135 @@ def test_algorithms_that_start_actors_are_not_ray_free():
     from ray.rllib.algorithms.impala import IMPALA
 
     assert not internals.trains_without_ray(IMPALA) and not internals.trains_without_ray(APPO)
+
+
+def test_connectors_find_their_callers_arguments_with_the_cheap_stack():
+    """ConnectorV2 records a subclass's constructor arguments from inspect.stack()[1].frame."""
+    from ray.rllib.connectors import connector_v2
+
+    source = inspect.getsource(connector_v2.ConnectorV2.__init__)
+    assert "inspect.stack()[1].frame" in source and "inspect.getargvalues(caller_frame)" in source
+
+    class Piece(connector_v2.ConnectorV2):
+        def __init__(self, input_observation_space=None, input_action_space=None, *, size=3, name="x"):
+            super().__init__(input_observation_space, input_action_space)
+
+        def __call__(self, **kwargs):
+            return kwargs["batch"]
+
+    internals.connectors_find_their_caller_cheaply()
+    internals.connectors_find_their_caller_cheaply()  # idempotent
+    assert type(connector_v2.inspect).__name__ == "_FramesOnlyInspect"
+    cheap = Piece(size=5, name="y").get_ctor_args_and_kwargs()
+    frames = connector_v2.inspect.stack()
+    real = inspect.stack()
+    assert [(f.frame, f.function, f.filename) for f in frames[:6]] == [
+        (f.frame, f.function, f.filename) for f in real[:6]
+    ]
+    try:
+        connector_v2.inspect = inspect
+        full = Piece(size=5, name="y").get_ctor_args_and_kwargs()
+    finally:
+        internals.connectors_find_their_caller_cheaply()  # back to the cheap one
+    assert (
+        cheap
+        == full
+        == ((), {"input_observation_space": None, "input_action_space": None, "size": 5, "name": "y"})
+    )
+
+
+def test_target_networks_are_blended_in_place_as_rllib_blends_them():
+    import copy
+
+    import torch
+    from ray.rllib.algorithms.dqn import dqn_learner
+    from ray.rllib.core.learner import utils as learner_utils
+    from ray.rllib.utils import torch_utils
+
+    # RLlib's learners reach the torch function through this module, which looks it up at each call.
+    assert "update_target_network" in inspect.getsource(dqn_learner.DQNLearner.after_gradient_based_update)
+    assert "from ray.rllib.utils.torch_utils import update_target_network" in inspect.getsource(
+        learner_utils.update_target_network
+    )
+    internals.polyak_updates_in_place()
+    internals.polyak_updates_in_place()  # idempotent
+    assert torch_utils.update_target_network is internals._polyak_in_place
+    rllib_polyak = internals._RLLIB_POLYAK
+    for net in (
+        torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)),
+        torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.BatchNorm1d(8)),  # an integer buffer
+    ):
+        target = copy.deepcopy(net)
+        for p in target.parameters():
+            p.data.normal_()
+        expected = copy.deepcopy(target)
+        rllib_polyak(main_net=net, target_net=expected, tau=0.3)
+        learner_utils.update_target_network(main_net=net, target_net=target, tau=0.3)
+        for (name, ours), theirs in zip(
+            target.state_dict().items(), expected.state_dict().values(), strict=True
+        ):
+            assert torch.allclose(ours.float(), theirs.float(), atol=1e-6), name
+        assert all(p.requires_grad for p in target.parameters())
+
+
+DISCRETE_ACTION_SPACES = {
+    "discrete": lambda g: g.spaces.Discrete(3, start=-1),
+    "multi-discrete": lambda g: g.spaces.MultiDiscrete([2, 5]),
+    "multi-binary": lambda g: g.spaces.MultiBinary(4),
+    "nested": lambda g: g.spaces.Dict(
+        {"a": g.spaces.Discrete(2), "b": g.spaces.Tuple([g.spaces.MultiDiscrete([3]), g.spaces.Discrete(4)])}
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DISCRETE_ACTION_SPACES))
+def test_rllib_unsquashes_and_clips_nothing_but_boxes(name):
+    import gymnasium as gym
+    from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from_space, unsquash_action
+
+    space = DISCRETE_ACTION_SPACES[name](gym)
+    space.seed(0)
+    struct = get_base_struct_from_space(space)
+    for _ in range(20):
+        action = space.sample()
+        for changed in (unsquash_action(action, struct), clip_action(action, struct)):
+            assert repr(changed) == repr(action)
+    assert not internals._may_hold_a_box(space)
+
+
+def test_env_runners_send_the_actions_when_no_connector_made_actions_for_env():
+    from ray.rllib.env import multi_agent_env_runner, single_agent_env_runner
+
+    for module in (single_agent_env_runner, multi_agent_env_runner):
+        assert "to_env.pop(Columns.ACTIONS_FOR_ENV, actions)" in inspect.getsource(module)
+
+
+@pytest.mark.parametrize("name", [*sorted(DISCRETE_ACTION_SPACES), "box", "box-in-dict", "multi-agent"])
+def test_discrete_actions_pass_normalize_and_clip_unchanged(name):
+    import gymnasium as gym
+    import numpy as np
+    from ray.rllib.connectors.module_to_env.normalize_and_clip_actions import NormalizeAndClipActions
+    from ray.rllib.core.columns import Columns
+
+    box = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
+    spaces = {
+        **DISCRETE_ACTION_SPACES,
+        "box": lambda g: box,
+        "box-in-dict": lambda g: g.spaces.Dict({"a": g.spaces.Discrete(2), "b": box}),
+        "multi-agent": lambda g: g.spaces.Dict({"agent_0": g.spaces.Discrete(2), "agent_1": box}),
+    }
+    space = spaces[name](gym)
+    internals.discrete_actions_skip_unsquashing()
+    internals.discrete_actions_skip_unsquashing()  # idempotent
+    piece = NormalizeAndClipActions(None, space, normalize_actions=True, clip_actions=False)
+    agent = "agent_1" if name == "multi-agent" else None
+    action = np.ones(2, np.float32) if name in ("box", "multi-agent") else space.sample()
+    batch = {Columns.ACTIONS: {("env-0", agent, "m"): [action]}}
+    out = piece(rl_module=None, batch=batch, episodes=[])
+    if internals._may_hold_a_box(space):
+        assert Columns.ACTIONS_FOR_ENV in out  # RLlib's path: unsquashed copies
+        if name in ("box", "multi-agent"):
+            sent = out[Columns.ACTIONS_FOR_ENV][("env-0", agent, "m")][0]
+            np.testing.assert_allclose(sent, [2.0, 2.0])  # +1 unsquashes to the top of [-2, 2]
+    else:
+        assert Columns.ACTIONS_FOR_ENV not in out and out[Columns.ACTIONS] is batch[Columns.ACTIONS]

@@ -152,6 +152,7 @@ class Evaluator:
             num_env_runners=spec.num_workers,
             num_envs_per_env_runner=1,
             num_gpus_per_env_runner=spec.num_gpus_per_worker,
+            gym_env_vectorize_mode="sync",  # one env of ours (video, window), however training stepped them
         )
         config.debugging(seed=spec.seed)
         freeze_observation_filter(config)

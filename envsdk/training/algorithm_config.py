@@ -51,7 +51,14 @@ from envsdk.envs.plugins import load_model, search_path
 from envsdk.envs.registry import ResolvedEnv, resolve_env
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice, quiet_rllib
-from envsdk.training import agent_metrics, episode_window, observation_filter, reward_normalization, self_play
+from envsdk.training import (
+    agent_metrics,
+    episode_window,
+    observation_filter,
+    off_policy,
+    reward_normalization,
+    self_play,
+)
 from envsdk.training.callbacks import add_callback
 
 if TYPE_CHECKING:
@@ -496,6 +503,23 @@ def merge(base: dict, extra: dict) -> dict:
     return out
 
 
+def _check_vectorize_mode(values: LineDict, resolved: ResolvedEnv) -> None:
+    """``gym_env_vectorize_mode: vector_entry_point`` needs an env with gymnasium's own vector version.
+
+    RLlib would fail in its env runner (for a class of the user's, after training has started).
+    """
+    mode = values.get("gym_env_vectorize_mode")
+    if str(getattr(mode, "value", mode)).lower() != "vector_entry_point":
+        return
+    spec = gym.registry.get(resolved.name) if resolved.creator is None else None
+    if spec is None or spec.vector_entry_point is None:
+        raise UserError(
+            f"{values.where('gym_env_vectorize_mode')}: env '{resolved.name}' has no vectorized version "
+            "(gymnasium's vector_entry_point), which gym_env_vectorize_mode: vector_entry_point needs",
+            "drop the key (RLlib steps its envs one by one, 'sync'), or use 'async' for envs in processes",
+        )
+
+
 def _continuous_actions(info: EnvInfo) -> bool:
     """Whether any action space of the env has a Box in it (True when the spaces are unknown)."""
     spaces = [act for _, act in info.agent_spaces.values()]
@@ -562,6 +586,7 @@ def build_config(
             )
         notice(f"config key 'horizon' is a time limit of {horizon} steps on the env")
         resolved = resolved.with_time_limit(horizon)
+    _check_vectorize_mode(values, resolved)
     target = resolved.creator.target if resolved.creator is not None else None
     if resolved.creator is not None:
         from ray.tune.registry import register_env
@@ -649,4 +674,7 @@ def build_config(
         else:
             models = check_modules(config, env, info.first_obs, _policy_of(config, info), model.plugin)
             models = [m for m in models if not m.startswith(f"{self_play.LEDGER}:")]
+    # DQN and SAC: RLlib's, with a training step that replays transitions without episode objects.
+    algo_class = off_policy.REPLACEMENTS.get(algo_class, algo_class)
+    config.algo_class = algo_class
     return BuiltConfig(algo_class, config, resolved, info, search, paths, auto_runners, models, user_keys)

@@ -13,6 +13,7 @@ same on both paths.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime
 import json
@@ -20,8 +21,10 @@ import math
 import numbers
 import os
 import shutil
+import threading
 import traceback
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +50,7 @@ from envsdk.training.interrupt import SignalCatcher
 from envsdk.training.logger_callbacks import InProcessLoggers
 from envsdk.training.outcome import Outcome
 from envsdk.training.plots import plot_reward_curve
+from envsdk.training.resources import main_process_cpus
 
 
 def runs_in_process(exp: Experiment, built: BuiltConfig) -> bool:
@@ -247,6 +251,7 @@ def run_trial(
     errors: list[str] = []
     result: dict[str, Any] = {}
     algo = None
+    _compute_threads(built)
     catcher.install()
     try:
         algo = built.algo_class(config=built.config)
@@ -293,8 +298,10 @@ def run_trial(
         progress.finish()
         log.close()
         loggers.end(failed=bool(errors))
-        if algo is not None:
-            algo.stop()
+        # RLlib's stop waits up to 0.7 s for Tune's utilization monitor thread to wake from its
+        # sleep; the reward plot (about as long) is drawn meanwhile.
+        with _stopping(algo):
+            plot = plot_reward_curve(trial_dir, exp.name)
     return Outcome.from_result(
         exp.name,
         exp_dir,
@@ -302,6 +309,51 @@ def run_trial(
         result,
         errors,
         best_checkpoint=checkpointer.best(),
-        plot=plot_reward_curve(trial_dir, exp.name),
+        plot=plot,
         interrupted=catcher.signal_name,
     )
+
+
+def _compute_threads(built: BuiltConfig) -> None:
+    """Give torch the threads a Tune trial's process would have: one per CPU RLlib asks for it.
+
+    Ray sets ``OMP_NUM_THREADS`` in every actor to the CPUs it was given, so
+    a Tune trial computes on ``num_cpus_for_main_process`` threads (or
+    ``num_cpus_per_learner``, for a learner in that process); torch in a plain
+    process takes every core.  For RLlib's small networks more threads gain
+    nothing, and on a machine that is also running env runners, other trials
+    or other jobs, spinning threads that wait for each other made SAC on
+    Pendulum ten times slower (benchmarks/RESULTS.md).  An ``OMP_NUM_THREADS``
+    of the user's own is kept.
+    """
+    if "OMP_NUM_THREADS" in os.environ:
+        return
+    import torch
+
+    torch.set_num_threads(min(main_process_cpus(built.algo_class, built.config), os.cpu_count() or 1))
+
+
+@contextlib.contextmanager
+def _stopping(algo: Any) -> Iterator[None]:
+    """Stop ``algo`` (if any) in a thread while the block runs; the block ends once it has stopped.
+
+    An error raised by ``algo.stop()`` is raised here, after the block, as if it had been called in line.
+    """
+    failure: list[BaseException] = []
+
+    def stop() -> None:
+        try:
+            algo.stop()
+        except BaseException as err:  # handed to the caller's thread below
+            failure.append(err)
+
+    stopper = threading.Thread(target=stop, name="envsdk-algo-stop") if algo is not None else None
+    if stopper is not None:
+        stopper.start()
+    try:
+        yield
+    finally:
+        if stopper is not None:
+            stopper.join()
+    if failure:
+        raise failure[0]

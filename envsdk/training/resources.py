@@ -55,6 +55,14 @@ def trial_need(algo_class: type[Algorithm], config: Any, in_process: bool) -> Ne
     )
 
 
+def main_process_cpus(algo_class: type[Algorithm], config: Any) -> int:
+    """CPUs RLlib asks for the algorithm's own process: its first bundle (the driver and a local learner)."""
+    request = algo_class.default_resource_request(config)
+    assert isinstance(request, tune.PlacementGroupFactory), request  # as in trial_need
+    first = request.bundles[0] if request.bundles else {}
+    return max(1, math.ceil(float(first.get("CPU", 1))))
+
+
 def _pipeline_cpus(config: Any) -> float:
     """An offline run's data pipeline: its pre-learner actors and one read task (RLlib counts neither)."""
     if not config.is_offline:

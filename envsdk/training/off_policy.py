@@ -1,0 +1,206 @@
+"""DQN and SAC trained from a :class:`~envsdk.training.transition_replay.TransitionReplayBuffer`.
+
+RLlib 2.60's DQN and SAC (SAC's training step is DQN's) store episodes, sample
+one-step episodes and turn them into a batch in the learner's connector
+pipeline, which costs several times the update itself on a small machine
+(benchmarks/RESULTS.md).  These subclasses keep RLlib's algorithm, config,
+learners, losses, env runners and checkpoints, and change one thing, the RLlib
+way (an Algorithm's ``training_step`` is its to override): the replay buffer
+holds transitions in arrays and hands the learner a batch, which skips the
+learner connector.
+
+They take that path only where it gives the learner the same columns RLlib's
+path would: one module (no multi-agent), no recurrent state, RLlib's own
+``EpisodeReplayBuffer`` or ``PrioritizedEpisodeReplayBuffer`` (same
+capacity, ``alpha`` and ``beta``), and no learner connector of the user's
+(``learner_connector``, or ``add_default_connectors_to_learner_pipeline:
+false``).  Anything else trains exactly as RLlib's DQN and SAC do.  The
+classes keep RLlib's names, so trial folders, results and checkpoints read as
+before.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+from ray.rllib.algorithms.dqn.dqn import DQN as RLlibDQN
+from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
+from ray.rllib.algorithms.sac.sac import SAC as RLlibSAC
+from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
+from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+from ray.rllib.utils import force_list
+from ray.rllib.utils.metrics import (
+    ENV_RUNNER_RESULTS,
+    ENV_RUNNER_SAMPLING_TIMER,
+    LEARNER_RESULTS,
+    LEARNER_UPDATE_TIMER,
+    NUM_AGENT_STEPS_SAMPLED_LIFETIME,
+    NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    REPLAY_BUFFER_ADD_DATA_TIMER,
+    REPLAY_BUFFER_RESULTS,
+    REPLAY_BUFFER_SAMPLE_TIMER,
+    REPLAY_BUFFER_UPDATE_PRIOS_TIMER,
+    SYNCH_WORKER_WEIGHTS_TIMER,
+    TD_ERROR_KEY,
+    TIMERS,
+)
+from ray.rllib.utils.numpy import convert_to_numpy
+from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import PrioritizedEpisodeReplayBuffer
+
+from envsdk import internals
+from envsdk.training.transition_replay import TransitionReplayBuffer
+
+REPLAY_BUFFER = "transition_replay_buffer"  # its key in the Algorithm's state (checkpoints)
+
+
+def why_not_transitions(algo: Any) -> str | None:
+    """Why ``algo`` must keep RLlib's episode replay (None: the transition buffer fits)."""
+    config = algo.config
+    if not config.enable_env_runner_and_connector_v2:
+        return "the old API stack"
+    if config.is_multi_agent:
+        return "several modules (multi-agent)"
+    if getattr(algo, "_module_is_stateful", False):
+        return "a recurrent module"
+    if type(algo.local_replay_buffer) not in (EpisodeReplayBuffer, PrioritizedEpisodeReplayBuffer):
+        return f"replay buffer {type(algo.local_replay_buffer).__name__}"
+    if (
+        internals.learner_connector_setting(config) is not None
+        or not config.add_default_connectors_to_learner_pipeline
+    ):
+        return "a learner connector of its own"
+    return None
+
+
+class TransitionReplay:
+    """Mixin for RLlib's DQN and SAC: the transition buffer and the training step that uses it."""
+
+    def setup(self, config: Any) -> None:
+        super().setup(config)  # type: ignore[misc]
+        algo: Any = self
+        self.replays_transitions = why_not_transitions(algo) is None
+        if self.replays_transitions:
+            settings = algo.config.replay_buffer_config
+            prioritized = isinstance(algo.local_replay_buffer, PrioritizedEpisodeReplayBuffer)
+            algo.local_replay_buffer = TransitionReplayBuffer(
+                settings.get("capacity", 10_000),
+                alpha=settings.get("alpha", 1.0) if prioritized else None,
+                seed=algo.config.seed,
+            )
+
+    def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> Any:
+        """RLlib's state, plus the stored transitions with ``store_buffer_in_checkpoints: true``.
+
+        (RLlib 2.60's new API stack reads that key only on the old stack: its own buffers never
+        reach a checkpoint, so a resumed run started from an empty buffer.)
+        """
+        algo: Any = self
+        state = super().get_state(components, not_components=not_components, **kwargs)  # type: ignore[misc]
+        wanted = (components is None or REPLAY_BUFFER in force_list(components)) and (
+            REPLAY_BUFFER not in force_list(not_components)
+        )
+        if wanted and self.replays_transitions and algo.config.store_buffer_in_checkpoints:
+            state[REPLAY_BUFFER] = algo.local_replay_buffer.get_state()
+        return state
+
+    def set_state(self, state: Any) -> None:
+        super().set_state(state)  # type: ignore[misc]
+        if REPLAY_BUFFER in state and self.replays_transitions:
+            algo: Any = self
+            algo.local_replay_buffer.set_state(state[REPLAY_BUFFER])
+
+    def training_step(self) -> None:
+        if not self.replays_transitions:
+            super().training_step()  # type: ignore[misc]
+            return
+        algo: Any = self
+        config = algo.config
+        metrics = algo.metrics
+        store_weight, sample_and_train_weight = (int(w) for w in calculate_rr_weights(config))
+        for _ in range(store_weight):
+            with metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
+                sampled: Any = synchronous_parallel_sample(
+                    worker_set=algo.env_runner_group,
+                    concat=True,
+                    sample_timeout_s=config.sample_timeout_s,
+                    _uses_new_env_runners=True,
+                    _return_metrics=True,
+                )
+            episodes, env_runner_results = sampled
+            metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
+            with metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
+                algo.local_replay_buffer.add(episodes)
+
+        by_agents = config.count_steps_by == "agent_steps"
+        sampled = metrics.peek(
+            (
+                ENV_RUNNER_RESULTS,
+                NUM_AGENT_STEPS_SAMPLED_LIFETIME if by_agents else NUM_ENV_STEPS_SAMPLED_LIFETIME,
+            ),
+            default={} if by_agents else 0,
+        )
+        if (
+            sum(sampled.values()) if by_agents else sampled
+        ) < config.num_steps_sampled_before_learning_starts:
+            return
+        buffer: TransitionReplayBuffer = algo.local_replay_buffer
+        for _ in range(sample_and_train_weight):
+            with metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
+                columns = buffer.sample(
+                    config.total_train_batch_size,
+                    n_step=config.n_step,
+                    gamma=config.gamma,
+                    beta=config.replay_buffer_config.get("beta", 0.4),
+                )
+                metrics.log_dict(buffer.get_metrics(), key=REPLAY_BUFFER_RESULTS, window=1)
+            batch = MultiAgentBatch(
+                {DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=config.total_train_batch_size
+            )
+            with metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
+                learner_results = algo.learner_group.update(
+                    batch=batch,
+                    timesteps={
+                        NUM_ENV_STEPS_SAMPLED_LIFETIME: metrics.peek(
+                            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)
+                        ),
+                        NUM_AGENT_STEPS_SAMPLED_LIFETIME: metrics.peek(
+                            (ENV_RUNNER_RESULTS, NUM_AGENT_STEPS_SAMPLED_LIFETIME)
+                        ),
+                    },
+                )
+                td_errors: dict[str, list[np.ndarray]] = defaultdict(list)
+                for result in learner_results:  # one per learner, in the order the batch was split
+                    for module_id, module_results in result.items():
+                        if TD_ERROR_KEY in module_results:  # an item series: one array per update
+                            logged: Any = convert_to_numpy(module_results.pop(TD_ERROR_KEY).peek())
+                            td_errors[module_id] += [
+                                np.ravel(a) for a in (logged if isinstance(logged, list) else [logged])
+                            ]
+                metrics.aggregate(learner_results, key=LEARNER_RESULTS)
+            with metrics.log_time((TIMERS, REPLAY_BUFFER_UPDATE_PRIOS_TIMER)):
+                if buffer.prioritized and td_errors.get(DEFAULT_MODULE_ID):
+                    buffer.update_priorities(np.concatenate(td_errors[DEFAULT_MODULE_ID]))
+
+        with metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
+            algo.env_runner_group.sync_weights(
+                from_worker_or_learner_group=algo.learner_group,
+                policies=set(learner_results[0].keys()) - {ALL_MODULES},
+                global_vars=None,
+                inference_only=True,
+            )
+
+
+class DQN(TransitionReplay, RLlibDQN):
+    """RLlib's DQN, trained from a transition buffer where that gives the same batches."""
+
+
+class SAC(TransitionReplay, RLlibSAC):
+    """RLlib's SAC, trained from a transition buffer where that gives the same batches."""
+
+
+# RLlib's class -> ours.
+REPLACEMENTS: dict[type, type] = {RLlibDQN: DQN, RLlibSAC: SAC}
