@@ -415,3 +415,72 @@ def test_discrete_actions_pass_normalize_and_clip_unchanged(name):
             np.testing.assert_allclose(sent, [2.0, 2.0])  # +1 unsquashes to the top of [-2, 2]
     else:
         assert Columns.ACTIONS_FOR_ENV not in out and out[Columns.ACTIONS] is batch[Columns.ACTIONS]
+
+
+def test_every_learner_registers_its_optimizers_through_register_optimizer():
+    from ray.rllib.core.learner.learner import Learner
+    from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+    assert TorchLearner.framework == "torch"
+    parameters = inspect.signature(inspect.unwrap(Learner.register_optimizer)).parameters
+    assert {"optimizer", "module_id", "optimizer_name", "params", "lr_or_lr_schedule"} <= set(parameters)
+    assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in ("optimizer", "params"))
+    assert "self.register_optimizer(" in inspect.getsource(TorchLearner.configure_optimizers_for_module)
+
+
+def test_a_fused_optimizer_makes_the_same_updates_and_loads_an_unfused_state():
+    import torch
+
+    torch.manual_seed(0)
+    make = torch.optim.Adam
+    nets = [
+        torch.nn.Sequential(torch.nn.Linear(5, 16), torch.nn.Tanh(), torch.nn.Linear(16, 2)) for _ in range(2)
+    ]
+    nets[1].load_state_dict(nets[0].state_dict())
+    plain = make(nets[0].parameters(), lr=3e-3, eps=1e-7)
+    fused = internals._fused_on_cpu(make(nets[1].parameters(), lr=3e-3, eps=1e-7))
+    assert fused.defaults["fused"] and all(g["fused"] for g in fused.param_groups) and type(fused) is make
+    for _ in range(25):
+        x = torch.randn(32, 5)
+        for net, optimizer in zip(nets, (plain, fused), strict=True):
+            optimizer.zero_grad()
+            net(x).pow(2).mean().backward()
+            optimizer.step()
+    for a, b in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
+        assert torch.allclose(a, b, atol=1e-5)
+    again = internals._fused_on_cpu(make(nets[1].parameters(), lr=3e-3, eps=1e-7))
+    again.load_state_dict(plain.state_dict())  # a checkpoint written before: it goes on from there
+    again.step()
+
+
+def test_optimizers_stated_by_their_builder_stay_as_built():
+    import torch
+
+    net = torch.nn.Linear(3, 2)
+    for optimizer in (
+        torch.optim.Adam(net.parameters(), foreach=False),
+        torch.optim.Adam(net.parameters(), fused=False),
+        torch.optim.SGD(net.parameters(), lr=0.1),
+        torch.optim.AdamW(net.parameters()),
+        torch.optim.Adam(torch.nn.Linear(3, 2).to(torch.bfloat16).parameters()),
+    ):
+        assert internals._fused_on_cpu(optimizer) is optimizer
+
+
+@pytest.mark.parametrize("algo", ["PPO", "SAC"])
+def test_rllib_learners_step_fused_optimizers(algo):
+    import gymnasium as gym
+    import torch
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.algorithms.sac import SACConfig
+
+    internals.optimizers_fused_on_cpu()
+    internals.optimizers_fused_on_cpu()  # idempotent
+    env = gym.make("Pendulum-v1")
+    config = {"PPO": PPOConfig, "SAC": SACConfig}[algo]().environment(
+        observation_space=env.observation_space, action_space=env.action_space
+    )
+    learner = config.learner_class(config=config)
+    learner.build()
+    optimizers = list(learner._named_optimizers.values())
+    assert optimizers and all(type(o) is torch.optim.Adam and o.defaults["fused"] for o in optimizers)
