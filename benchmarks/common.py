@@ -49,7 +49,8 @@ def env_steps_per_second(
     with without_object_store():
         algo = (algo_class or built.algo_class)(config=built.config)
         algo.train()
-        start, steps = time.perf_counter(), algo.train()["num_env_steps_sampled_lifetime"]
+        steps = algo.train()["num_env_steps_sampled_lifetime"]
+        start = time.perf_counter()
         for _ in range(iterations):
             result = algo.train()
         rate = (result["num_env_steps_sampled_lifetime"] - steps) / (time.perf_counter() - start)

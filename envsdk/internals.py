@@ -230,14 +230,17 @@ def polyak_updates_in_place() -> None:
 
 
 def _may_hold_a_box(space: Any) -> bool:
-    """Whether an action space has a ``Box`` leaf, the only kind RLlib unsquashes or clips."""
-    import gymnasium as gym
+    """Whether RLlib's unsquash/clip could act on an action space: unless every leaf is discrete.
 
-    if isinstance(space, gym.spaces.Dict):
-        return any(_may_hold_a_box(s) for s in space.spaces.values())
-    if isinstance(space, gym.spaces.Tuple):
-        return any(_may_hold_a_box(s) for s in space.spaces)
-    return not isinstance(space, gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary)
+    The leaves are those ``NormalizeAndClipActions`` maps over (``get_base_struct_from_space``
+    opens ``Dict`` and ``Tuple``); any leaf that is not discrete keeps RLlib's path.
+    """
+    import gymnasium as gym
+    import tree
+    from ray.rllib.utils.spaces.space_utils import get_base_struct_from_space
+
+    discrete = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
+    return not all(isinstance(leaf, discrete) for leaf in tree.flatten(get_base_struct_from_space(space)))
 
 
 def discrete_actions_skip_unsquashing() -> None:

@@ -377,6 +377,8 @@ def test_rllib_unsquashes_and_clips_nothing_but_boxes(name):
         for changed in (unsquash_action(action, struct), clip_action(action, struct)):
             assert repr(changed) == repr(action)
     assert not internals._may_hold_a_box(space)
+    # A leaf of another kind keeps RLlib's path, whatever RLlib then does with it.
+    assert internals._may_hold_a_box(gym.spaces.Sequence(gym.spaces.Box(-1.0, 1.0, (2,))))
 
 
 def test_env_runners_send_the_actions_when_no_connector_made_actions_for_env():

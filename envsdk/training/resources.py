@@ -42,11 +42,16 @@ class Need:
     gpus: float
 
 
-def trial_need(algo_class: type[Algorithm], config: Any, in_process: bool) -> Need:
-    """CPUs and GPUs one trial takes from the cluster (RLlib's own placement request)."""
+def _bundles(algo_class: type[Algorithm], config: Any) -> list[dict[str, float]]:
+    """RLlib's placement request for a trial: the algorithm's own process first, then its actors."""
     request = algo_class.default_resource_request(config)
     assert isinstance(request, tune.PlacementGroupFactory), request  # what every new-stack algorithm returns
-    bundles = list(request.bundles)
+    return list(request.bundles)
+
+
+def trial_need(algo_class: type[Algorithm], config: Any, in_process: bool) -> Need:
+    """CPUs and GPUs one trial takes from the cluster (RLlib's own placement request)."""
+    bundles = _bundles(algo_class, config)
     if in_process and bundles:  # the Algorithm runs in train.py's process, not in a Ray actor
         bundles = bundles[1:]
     return Need(
@@ -57,9 +62,8 @@ def trial_need(algo_class: type[Algorithm], config: Any, in_process: bool) -> Ne
 
 def main_process_cpus(algo_class: type[Algorithm], config: Any) -> int:
     """CPUs RLlib asks for the algorithm's own process: its first bundle (the driver and a local learner)."""
-    request = algo_class.default_resource_request(config)
-    assert isinstance(request, tune.PlacementGroupFactory), request  # as in trial_need
-    first = request.bundles[0] if request.bundles else {}
+    bundles = _bundles(algo_class, config)
+    first = bundles[0] if bundles else {}
     return max(1, math.ceil(float(first.get("CPU", 1))))
 
 
