@@ -34,18 +34,20 @@ def append_results(lines: list[str]) -> None:
 
 
 def env_steps_per_second(
-    config_file: Path, overrides: dict, algo_class: Any = None, iterations: int = 4
+    config_file: Path, overrides: dict, algo_class: Any = None, iterations: int = 4, learner_class: Any = None
 ) -> float:
     """Env steps per second of ``iterations`` training iterations of a config, in this process, no Ray.
 
     The first two iterations (start-up, the replay warm-up of off-policy configs) are not timed.
-    ``algo_class`` replaces the one train.py would use (to time RLlib's own class, say).
+    ``algo_class`` and ``learner_class`` replace the ones train.py would use (to time RLlib's own).
     """
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import without_object_store
     from envsdk.training.algorithm_config import build_config
 
     built = build_config(load_experiments(config_file)[0], overrides)
+    if learner_class is not None:
+        built.config.training(learner_class=learner_class)
     with without_object_store():
         algo = (algo_class or built.algo_class)(config=built.config)
         algo.train()

@@ -1,12 +1,15 @@
-"""DQN and SAC: env steps per second with transition replay against RLlib's own episode replay.
+"""DQN and SAC: env steps per second of envsdk's off-policy path against RLlib's, piece by piece.
 
 ``run: DQN`` and ``run: SAC`` train with envsdk's subclasses of RLlib's
 algorithms, which replay transitions from arrays and hand the learner its
 batch (envsdk/training/off_policy.py); RLlib's own classes sample one-step
-episodes and batch them in the learner connector.  This times both on the
-shipped configs (``configs/pendulum-sac.yaml``: one update per env step;
-``configs/cartpole-dqn.yaml``: prioritized 3-step replay), each in a fresh
-process, alternating, and appends a table to benchmarks/RESULTS.md.
+episodes and batch them in the learner connector.  SAC runs also get the
+learner's single backward pass (envsdk/training/sac_learner.py), and
+``configs/pendulum-sac.yaml`` the ``q_network: concat`` critic.  This times,
+on the shipped configs (``pendulum-sac.yaml``: one update per env step;
+``cartpole-dqn.yaml``: prioritized 3-step replay), each piece taken away in
+turn down to RLlib's own path, each run in a fresh process, alternating, and
+appends a table to benchmarks/RESULTS.md.
 
     python benchmarks/replay.py [--iterations 4] [--repeats 2]
 """
@@ -20,28 +23,52 @@ import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, append_results, env_steps_per_second, machine
 
-CASES = {  # config -> (overrides: replay from the second iteration on, RLlib's class)
-    "pendulum-sac.yaml": ({"num_steps_sampled_before_learning_starts": 100}, "ray.rllib.algorithms.sac:SAC"),
-    "cartpole-dqn.yaml": (
-        {"num_steps_sampled_before_learning_starts": 100, "min_sample_timesteps_per_iteration": 500},
-        "ray.rllib.algorithms.dqn:DQN",
-    ),
-}
-PATHS = ("transitions (envsdk)", "episodes (RLlib)")
+STREAMS = {"model_config": {"q_network": "streams", "fusionnet_hiddens": [64, 64]}}  # RLlib's critic
+RLLIB_SAC_LEARNER = "ray.rllib.algorithms.sac.torch.sac_torch_learner:SACTorchLearner"
 
 
-def one_run(config: str, path: str, iterations: int) -> None:
-    """Runs in a fresh interpreter: env steps per second, as one JSON line."""
+class Variant(NamedTuple):
+    config: str
+    label: str
+    overrides: dict
+    algo_class: str | None = None  # "module:Class" instead of train.py's
+    learner_class: str | None = None
+
+
+WARM = {"num_steps_sampled_before_learning_starts": 100}  # replay from the second iteration on
+DQN_WARM = {**WARM, "min_sample_timesteps_per_iteration": 500}
+VARIANTS = [  # per config, the last one is RLlib's own path: the speed-ups are against it
+    Variant("pendulum-sac.yaml", "envsdk: transitions, concat critic, one backward pass", WARM),
+    Variant("pendulum-sac.yaml", "transitions, concat critic, RLlib's passes", WARM, None, RLLIB_SAC_LEARNER),
+    Variant("pendulum-sac.yaml", "transitions, RLlib's critic, RLlib's passes", {**WARM, **STREAMS}, None,
+            RLLIB_SAC_LEARNER),
+    Variant("pendulum-sac.yaml", "RLlib: episodes, RLlib's critic and passes", {**WARM, **STREAMS},
+            "ray.rllib.algorithms.sac:SAC", RLLIB_SAC_LEARNER),
+    Variant("cartpole-dqn.yaml", "envsdk: transitions", DQN_WARM),
+    Variant("cartpole-dqn.yaml", "RLlib: episodes", DQN_WARM, "ray.rllib.algorithms.dqn:DQN"),
+]  # fmt: skip
+
+
+def _load(ref: str | None) -> object:
     import importlib
 
-    overrides, rllib = CASES[config]
-    module, name = rllib.split(":")
-    algo_class = getattr(importlib.import_module(module), name) if path == PATHS[1] else None
-    rate = env_steps_per_second(ROOT / "configs" / config, overrides, algo_class, iterations)
+    if ref is None:
+        return None
+    module, name = ref.split(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def one_run(index: int, iterations: int) -> None:
+    """Runs in a fresh interpreter: env steps per second, as one JSON line."""
+    v = VARIANTS[index]
+    rate = env_steps_per_second(
+        ROOT / "configs" / v.config, v.overrides, _load(v.algo_class), iterations, _load(v.learner_class)
+    )
     print(json.dumps(rate))
 
 
@@ -49,44 +76,35 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, default=4)
     p.add_argument("--repeats", type=int, default=2)
-    p.add_argument("--one-run", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--one-run", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
-    if args.one_run:
-        one_run(*args.one_run, args.iterations)
+    if args.one_run is not None:
+        one_run(args.one_run, args.iterations)
         return
-    rates: dict[tuple[str, str], list[float]] = {}
-    for config in CASES:
-        for _ in range(args.repeats):
-            for path in PATHS:  # alternate, so that drift hits both alike
-                command = [
-                    sys.executable,
-                    __file__,
-                    "--one-run",
-                    config,
-                    path,
-                    "--iterations",
-                    str(args.iterations),
-                ]
-                out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
-                if out.returncode != 0:
-                    raise SystemExit(out.stderr[-2000:])
-                rates.setdefault((config, path), []).append(json.loads(out.stdout.strip().splitlines()[-1]))
+    rates: dict[int, list[float]] = {}
+    for _ in range(args.repeats):
+        for index in range(len(VARIANTS)):  # alternate, so that drift hits all alike
+            command = [sys.executable, __file__, "--one-run", str(index)]
+            command += ["--iterations", str(args.iterations)]
+            out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+            if out.returncode != 0:
+                raise SystemExit(out.stderr[-2000:])
+            rates.setdefault(index, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
     lines = [
-        f"### replay: DQN and SAC, transition replay against RLlib's episode replay, {datetime.date.today()}",
+        f"### replay: DQN and SAC, envsdk's off-policy path against RLlib's, {datetime.date.today()}",
         f"Machine: {machine()}. `python benchmarks/replay.py --iterations {args.iterations} --repeats "
         f"{args.repeats}`: env steps per second over {args.iterations} iterations after the first two, in "
-        "one process (no Ray), learning from the second iteration on.",
+        "one process (no Ray), learning from the second iteration on; each row takes one piece away.",
         "",
-        "| config | replay | runs (env steps/s) | median | speed-up |",
+        "| config | path | runs (env steps/s) | median | speed-up against RLlib's |",
         "|---|---|---|---|---|",
     ]
-    for config in CASES:
-        base = statistics.median(rates[(config, PATHS[1])])
-        for path in PATHS:
-            values = rates[(config, path)]
-            runs = ", ".join(f"{v:.1f}" for v in values)
-            median = statistics.median(values)
-            lines.append(f"| {config} | {path} | {runs} | {median:.1f} | {median / base:.2f}x |")
+    for index, v in enumerate(VARIANTS):
+        rllib = max(i for i, w in enumerate(VARIANTS) if w.config == v.config)
+        base = statistics.median(rates[rllib])
+        median = statistics.median(rates[index])
+        runs = ", ".join(f"{r:.1f}" for r in rates[index])
+        lines.append(f"| {v.config} | {v.label} | {runs} | {median:.1f} | {median / base:.2f}x |")
     append_results(lines)
 
 

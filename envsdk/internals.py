@@ -117,6 +117,35 @@ def learner_connector(learner: Any) -> Any:
     return learner._learner_connector
 
 
+def sac_losses(learner: Any) -> dict[tuple[str, str], Any]:
+    """The losses RLlib's SAC learner keeps between ``compute_loss_for_module`` and ``compute_gradients``.
+
+    Keys are ``(module_id, optimizer_name + "_loss")``; ``compute_gradients`` pops each one and
+    asserts the dict is empty at its end.  training/sac_learner.py sums them for one backward pass.
+    """
+    losses: dict[tuple[str, str], Any] = learner._temp_losses
+    return losses
+
+
+def learner_params(learner: Any) -> dict[Any, Any]:
+    """A Learner's parameter dict (param ref -> tensor), the one ``filter_param_dict_for_optimizer``
+    takes and ``compute_gradients`` builds its gradient dict from."""
+    params: dict[Any, Any] = learner._params
+    return params
+
+
+def update_without_reduce(learner_group: Any, **kwargs: Any) -> None:
+    """One ``LearnerGroup.update`` whose metrics the local learner keeps for the next update to reduce.
+
+    ``Learner.update(_no_metrics_reduce=True)`` logs as usual and skips the ``metrics.reduce()``
+    that costs a SAC update on Pendulum ~1 ms of its ~7; the next plain update reduces both
+    (sums add up, window-1 values keep the last).  Local learner groups only: remote learners'
+    sharding does not take the flag.
+    """
+    assert learner_group.is_local, "update_without_reduce needs a local learner group"
+    learner_group.update(_no_metrics_reduce=True, **kwargs)
+
+
 # Where an RLlib checkpoint keeps its env runner's env-to-module connector pieces, each in a
 # folder with class_and_ctor_args.pkl ({"class": ..., ...}) and state.pkl (the piece's get_state()).
 ENV_TO_MODULE_PIECES = ("env_runner", "env_to_module_connector")

@@ -12,8 +12,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 # The stand-in players of this test session: outside the checkout, found through the bridge's
@@ -188,3 +190,41 @@ def _recorded(data, behavior: str, spec) -> tuple[dict, dict]:
         feeds["action_masks"] = [np.ones((len(g), sum(spec.branches))) for g in greedy["discrete"]]
     stacked = {k: np.concatenate(v).astype(np.float32) for k, v in feeds.items()}
     return stacked, {k: np.concatenate(v) for k, v in greedy.items() if v}
+
+
+MATRIX_ENV = Path(__file__).parent / "envs" / "matrix_env.py"
+
+
+def built_config(
+    tmp_path: Path, run: str, obs: str, act: str, mask: bool, overrides: dict | None = None, **config: Any
+) -> Any:
+    """train.py's BuiltConfig for tests/envs/matrix_env.py's spaces (``config``: the YAML's, then
+    ``overrides`` as from the command line)."""
+    from envsdk.config.experiment import load_experiments
+    from envsdk.training.algorithm_config import build_config
+
+    shutil.copy(MATRIX_ENV, tmp_path / "matrix_env.py")
+    settings = {
+        "run": run,
+        "env": "matrix_env.MatrixEnv",
+        "config": {
+            "env_config": {"obs": obs, "act": act, "mask": mask},
+            "num_env_runners": 0,
+            "train_batch_size": 16,
+            **({"num_steps_sampled_before_learning_starts": 16} if run in ("DQN", "SAC") else {}),
+            **config,
+        },
+    }
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"exp": settings}))
+    (exp,) = load_experiments(path)
+    return build_config(exp, overrides)
+
+
+def built_algorithm(tmp_path: Path, run: str, obs: str, act: str, mask: bool, **config: Any) -> Any:
+    """An Algorithm as train.py builds it, in this process, on tests/envs/matrix_env.py's spaces.
+
+    Call it inside ``internals.without_object_store()``, and ``stop()`` it.
+    """
+    built = built_config(tmp_path, run, obs, act, mask, **config)
+    return built.algo_class(config=built.config)

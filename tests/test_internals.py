@@ -6,6 +6,7 @@ A failure here names the assumption an upgrade broke; fix it in envsdk/internals
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import importlib
 import inspect
@@ -13,7 +14,9 @@ import os
 import pickle
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import ray
@@ -486,3 +489,59 @@ def test_rllib_learners_step_fused_optimizers(algo):
     learner.build()
     optimizers = list(learner._named_optimizers.values())
     assert optimizers and all(type(o) is torch.optim.Adam and o.defaults["fused"] for o in optimizers)
+
+
+@contextlib.contextmanager
+def _sac_and_batch(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
+    """A SAC run as train.py builds it, and a batch of 16 transitions of its env."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+    from envsdk.training.transition_replay import TransitionReplayBuffer
+    from tests.helpers import built_algorithm
+
+    with internals.without_object_store():
+        algo = built_algorithm(tmp_path, "SAC", "box", "box", False)
+        try:
+            replay = TransitionReplayBuffer(100, seed=0)
+            replay.add(algo.env_runner.sample(num_timesteps=40, random_actions=True))
+            batch = MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(replay.sample(16))}, env_steps=16)
+            yield algo, batch
+        finally:
+            algo.stop()
+
+
+def test_sac_learner_keeps_one_loss_per_optimizer_until_compute_gradients(tmp_path):
+    """training/sac_learner.py: the losses are keyed (module, optimizer + "_loss"), popped by
+    compute_gradients, and each parameter's gradient is read from ``learner._params``."""
+    from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    with _sac_and_batch(tmp_path) as (algo, batch):
+        learner = algo.learner_group._learner
+        tensors = learner._convert_batch_type(batch).policy_batches
+        fwd = learner.module.forward_train(tensors)
+        learner.compute_losses(fwd_out=fwd, batch=tensors)
+        names = [name for name, _ in learner.get_optimizers_for_module(DEFAULT_MODULE_ID)]
+        assert sorted(internals.sac_losses(learner)) == sorted(
+            (DEFAULT_MODULE_ID, n + "_loss") for n in names
+        )
+        grads = SACTorchLearner.compute_gradients(learner, {DEFAULT_MODULE_ID: None})
+        assert internals.sac_losses(learner) == {}
+        params = internals.learner_params(learner)
+        assert grads.keys() == params.keys() and all(grads[pid] is params[pid].grad for pid in grads)
+        learner.metrics.reduce()
+
+
+def test_a_learner_update_without_reduce_leaves_its_metrics_to_the_next(tmp_path):
+    from ray.rllib.core import ALL_MODULES
+    from ray.rllib.core.learner.learner import Learner
+
+    assert "_no_metrics_reduce" in inspect.signature(Learner.update).parameters
+    with _sac_and_batch(tmp_path) as (algo, batch):
+        group = algo.learner_group
+        timesteps = {"num_env_steps_sampled_lifetime": 100}
+        assert group.is_local
+        internals.update_without_reduce(group, batch=batch, timesteps=timesteps)
+        result = group.update(batch=batch, timesteps=timesteps)[0]
+        assert result[ALL_MODULES]["num_env_steps_trained"].peek() == 32  # both updates' 16 steps

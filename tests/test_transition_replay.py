@@ -8,23 +8,17 @@ checked against the episode it came from.
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-from typing import Any
-
 import gymnasium as gym
 import numpy as np
 import pytest
 import tree
-import yaml
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
 from envsdk import internals
-from envsdk.config.experiment import load_experiments
 from envsdk.training import off_policy
-from envsdk.training.algorithm_config import build_config
 from envsdk.training.transition_replay import SumTree, TransitionReplayBuffer
+from tests.helpers import built_algorithm
 
 GAMMA = 0.9
 OBS_SPACE = gym.spaces.Box(-1e6, 1e6, (2,), np.float32)
@@ -227,7 +221,6 @@ def test_an_empty_buffer_says_so():
 
 # ---- against RLlib's own path: the learner gets the same columns ------------------------------
 
-MATRIX_ENV = str(Path(__file__).parent / "envs" / "matrix_env.py")
 SAME_COLUMNS = [
     ("SAC", "box", "box", False),
     ("SAC", "dict", "box", False),
@@ -238,26 +231,6 @@ SAME_COLUMNS = [
 ]
 
 
-def _built_algorithm(tmp_path: Path, run: str, obs: str, act: str, mask: bool, **config: Any) -> Any:
-    shutil.copy(MATRIX_ENV, tmp_path / "matrix_env.py")
-    settings = {
-        "run": run,
-        "env": "matrix_env.MatrixEnv",
-        "config": {
-            "env_config": {"obs": obs, "act": act, "mask": mask},
-            "num_env_runners": 0,
-            "train_batch_size": 16,
-            "num_steps_sampled_before_learning_starts": 16,
-            **config,
-        },
-    }
-    path = tmp_path / "exp.yaml"
-    path.write_text(yaml.safe_dump({"exp": settings}))
-    (exp,) = load_experiments(path)
-    built = build_config(exp)
-    return built.algo_class(config=built.config)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("case", SAME_COLUMNS, ids=["-".join(map(str, c)) for c in SAME_COLUMNS])
 def test_the_learner_gets_the_columns_rllibs_episode_path_gives_it(tmp_path, case):
@@ -266,7 +239,7 @@ def test_the_learner_gets_the_columns_rllibs_episode_path_gives_it(tmp_path, cas
     from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 
     with internals.without_object_store():
-        algo = _built_algorithm(tmp_path, *case)
+        algo = built_algorithm(tmp_path, *case)
         try:
             assert isinstance(algo.local_replay_buffer, TransitionReplayBuffer)
             episodes = algo.env_runner.sample(num_timesteps=40)
@@ -296,7 +269,7 @@ def test_the_learner_gets_the_columns_rllibs_episode_path_gives_it(tmp_path, cas
 
 def test_a_recurrent_model_keeps_rllibs_replay(tmp_path):
     with internals.without_object_store():
-        algo = _built_algorithm(
+        algo = built_algorithm(
             tmp_path, "DQN", "box", "discrete", False, model={"use_lstm": True, "max_seq_len": 4},
             # RLlib 2.60's prioritized buffer fails to update priorities for a recurrent module
             replay_buffer_config={"type": "EpisodeReplayBuffer"},
@@ -353,8 +326,8 @@ def test_a_checkpoint_carries_the_transitions_when_asked(tmp_path, stored):
     """RLlib 2.60's new stack reads store_buffer_in_checkpoints only on the old stack; here it works."""
     settings = {"store_buffer_in_checkpoints": stored, "min_sample_timesteps_per_iteration": 40}
     with internals.without_object_store():
-        algo = _built_algorithm(tmp_path, "SAC", "box", "box", False, **settings)
-        again = _built_algorithm(tmp_path, "SAC", "box", "box", False, **settings)
+        algo = built_algorithm(tmp_path, "SAC", "box", "box", False, **settings)
+        again = built_algorithm(tmp_path, "SAC", "box", "box", False, **settings)
         try:
             algo.train()
             algo.train()

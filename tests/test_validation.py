@@ -60,6 +60,10 @@ MISTAKES = {
     "two-different-envs": (BASE + "  config: {env: Pendulum-v1}\n",
                            ["env 'CartPole-v1' here, but 'Pendulum-v1'"]),
     "stop-not-a-mapping": (BASE + "  stop: 100\n", ["'stop' must be a mapping"]),
+    "misspelt-model-config-key": (BASE + "  config: {model_config: {fcnet_hiddenz: [8]}}\n",
+                                  ["unknown model_config key 'fcnet_hiddenz'", "'fcnet_hiddens'"]),
+    "q-network-with-ppo": (BASE + "  config: {model_config: {q_network: concat}}\n",
+                           ["model_config.q_network is a setting of SAC, CQL and IQL's Q-functions"]),
     "gpus-where-none": (BASE + "  config: {num_gpus_per_learner: 1}\n",
                         ["asks for 1 GPU(s) but the local Ray", "--ray-num-gpus"]),
 }  # fmt: skip
@@ -83,6 +87,15 @@ def test_mistakes_exit_2_with_one_or_two_lines(tmp_path, capsys, case):
         assert fragment in message, (fragment, message)
     assert "Traceback" not in message
     assert not (tmp_path / "results").exists()  # nothing was started
+
+
+def test_a_model_config_key_nothing_reads_is_passed_on_with_a_notice(tmp_path, capsys):
+    from envsdk.training.algorithm_config import build_config
+
+    (exp,) = load_experiments(write(tmp_path, BASE + "  config: {model_config: {my_own_setting: 3}}\n"))
+    built = build_config(exp, dry_run=True)
+    assert built.config.model_config["my_own_setting"] == 3
+    assert "model_config key 'my_own_setting' is not one of RLlib's" in capsys.readouterr().err
 
 
 def test_a_mistake_is_answered_in_seconds_before_ray_starts(tmp_path):

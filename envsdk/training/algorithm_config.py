@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
@@ -45,6 +46,7 @@ from envsdk.config.yamlio import LineDict
 from envsdk.envs.base import hooks
 from envsdk.envs.checker import AGENT, EnvInfo, preflight, unbuilt
 from envsdk.envs.curriculum import apply_curriculum
+from envsdk.envs.default_models.catalogs import Q_NETWORK
 from envsdk.envs.default_models.choice import check_modules, module_spec
 from envsdk.envs.imports import import_ref
 from envsdk.envs.plugins import load_model, search_path
@@ -60,6 +62,7 @@ from envsdk.training import (
     self_play,
 )
 from envsdk.training.callbacks import add_callback
+from envsdk.training.sac_learner import SACTorchLearner
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -330,6 +333,17 @@ def _policy_spaces(info: EnvInfo) -> dict[str, tuple[gym.Space, gym.Space]]:
     return {f"agent '{aid}'": spaces for aid, spaces in info.agent_spaces.items()}
 
 
+def _check_model_config_keys(model_config: dict[str, Any], algo_class: type[Algorithm], where: str) -> None:
+    """A default model's ``model_config`` key that nothing reads: exit 2 for a near miss of a known
+    key (a typo would otherwise train with the default), a notice for any other."""
+    known = MODEL_CONFIG_FIELDS | {Q_NETWORK} | set(algo_class.get_default_config().model_config)
+    for key in sorted(set(model_config) - known):
+        hint = did_you_mean(key, known)
+        if hint:
+            raise UserError(f"{where}: unknown model_config key '{key}'", hint)
+        notice(f"model_config key '{key}' is not one of RLlib's default model's; it is passed on as given")
+
+
 def _model_settings(
     values: dict[str, Any],
     info: EnvInfo,
@@ -366,9 +380,10 @@ def _model_settings(
     if model:
         notice(f"model options {sorted(model)} go to model_config on the new API stack")
         model_config = {**model, **model_config}
+    _check_model_config_keys(model_config, algo_class, where)
     if model_config.get("use_lstm"):  # RLlib's learners read it from the config, with no default there
         model_config.setdefault("max_seq_len", DefaultModelConfig.max_seq_len)
-    spec = module_spec(run, algo_class.get_default_config(), _policy_spaces(info))
+    spec = module_spec(run, algo_class.get_default_config(), _policy_spaces(info), model_config)
     return ModelSettings(module_spec=spec, model_config=model_config)
 
 
@@ -676,5 +691,7 @@ def build_config(
             models = [m for m in models if not m.startswith(f"{self_play.LEDGER}:")]
     # DQN and SAC: RLlib's, with a training step that replays transitions without episode objects.
     algo_class = off_policy.REPLACEMENTS.get(algo_class, algo_class)
+    if config.enable_rl_module_and_learner and config.learner_class is RLlibSACTorchLearner:
+        config.training(learner_class=SACTorchLearner)  # one backward pass where it gives the same gradients
     config.algo_class = algo_class
     return BuiltConfig(algo_class, config, resolved, info, search, paths, auto_runners, models, user_keys)

@@ -148,7 +148,9 @@ class TransitionReplay:
         ) < config.num_steps_sampled_before_learning_starts:
             return
         buffer: TransitionReplayBuffer = algo.local_replay_buffer
-        for _ in range(sample_and_train_weight):
+        # Priorities need every update's TD errors; otherwise the learner reduces its metrics once.
+        reduce_each = buffer.prioritized or not algo.learner_group.is_local
+        for i in range(sample_and_train_weight):
             with metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
                 columns = buffer.sample(
                     config.total_train_batch_size,
@@ -160,18 +162,15 @@ class TransitionReplay:
             batch = MultiAgentBatch(
                 {DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=config.total_train_batch_size
             )
+            timesteps = {
+                key: metrics.peek((ENV_RUNNER_RESULTS, key))
+                for key in (NUM_ENV_STEPS_SAMPLED_LIFETIME, NUM_AGENT_STEPS_SAMPLED_LIFETIME)
+            }
             with metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
-                learner_results = algo.learner_group.update(
-                    batch=batch,
-                    timesteps={
-                        NUM_ENV_STEPS_SAMPLED_LIFETIME: metrics.peek(
-                            (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)
-                        ),
-                        NUM_AGENT_STEPS_SAMPLED_LIFETIME: metrics.peek(
-                            (ENV_RUNNER_RESULTS, NUM_AGENT_STEPS_SAMPLED_LIFETIME)
-                        ),
-                    },
-                )
+                if not reduce_each and i < sample_and_train_weight - 1:
+                    internals.update_without_reduce(algo.learner_group, batch=batch, timesteps=timesteps)
+                    continue
+                learner_results = algo.learner_group.update(batch=batch, timesteps=timesteps)
                 td_errors: dict[str, list[np.ndarray]] = defaultdict(list)
                 for result in learner_results:  # one per learner, in the order the batch was split
                     for module_id, module_results in result.items():

@@ -22,11 +22,19 @@ from ray.rllib.algorithms.bc.bc_catalog import BCCatalog
 from ray.rllib.algorithms.dqn.dqn_catalog import DQNCatalog
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
+from ray.rllib.core.models.base import Encoder
 from ray.rllib.core.models.configs import ModelConfig
 
 from envsdk.envs.base import has_action_mask
-from envsdk.envs.default_models.encoder import SpaceEncoderConfig
+from envsdk.envs.default_models.encoder import ObsActionEncoderConfig, SpaceEncoderConfig
 from envsdk.envs.default_models.spaces import SpaceError
+
+Q_NETWORK = "q_network"  # envsdk's model_config key: how SAC-family critics read the action
+Q_NETWORKS = {
+    "streams": "RLlib's default: the observation and the action in two MLP streams of fcnet_hiddens, "
+    "fused by fusionnet_hiddens",
+    "concat": "one MLP of fcnet_hiddens over the observation and the action together",
+}
 
 
 def rllib_encodes(space: gym.Space) -> bool:
@@ -91,7 +99,22 @@ class AnySpaceDQNCatalog(AnySpaceMixin, DQNCatalog):
 
 
 class AnySpaceSACCatalog(AnySpaceMixin, SACCatalog):
-    """SAC, CQL, IQL: RLlib's SACCatalog with any-space encoders."""
+    """SAC, CQL, IQL: RLlib's SACCatalog with any-space encoders, and a choice of Q-network.
+
+    With ``model_config: {q_network: concat}`` and ``Box`` actions, each Q-function
+    reads ``(observation, action)`` through one MLP (:class:`ObsActionEncoderConfig`)
+    instead of RLlib's two streams and fusion layers: 3 layers a pass instead of 7
+    at the default sizes, which is most of a SAC update on a small machine
+    (benchmarks/RESULTS.md, "q_network").  The heads and losses stay RLlib's.
+    """
+
+    def build_qf_encoder(self, framework: str) -> Encoder:
+        concat = self._model_config_dict.get(Q_NETWORK) == "concat"
+        if concat and isinstance(self.action_space, gym.spaces.Box):
+            space = gym.spaces.Tuple((self.observation_space, self.action_space))
+            return ObsActionEncoderConfig.from_model_config(space, self._model_config_dict).build(framework)
+        encoder: Encoder = super().build_qf_encoder(framework)
+        return encoder
 
 
 class AnySpaceBCCatalog(AnySpaceMixin, BCCatalog):

@@ -38,6 +38,8 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 
 from envsdk.envs.base import MASK_KEY, has_action_mask
 from envsdk.envs.default_models.catalogs import (
+    Q_NETWORK,
+    Q_NETWORKS,
     AnySpaceBCCatalog,
     AnySpaceDQNCatalog,
     AnySpacePPOCatalog,
@@ -109,15 +111,56 @@ def _check_spaces(algo: str, default: type, obs: gym.Space, act: gym.Space, who:
         )
 
 
+def _check_q_network(
+    algo: str, default: type, model_config: dict[str, Any], spaces: dict[str, tuple[gym.Space, gym.Space]]
+) -> bool:
+    """Whether the YAML asks for ``q_network: concat``; UserErrors where it cannot apply."""
+    choice = model_config.get(Q_NETWORK)
+    if choice is None:
+        return False
+    where = f"model_config.{Q_NETWORK}"
+    if choice not in Q_NETWORKS:
+        raise UserError(
+            f"{where}: '{choice}' is not a Q-network; "
+            + "; ".join(f"'{name}': {what}" for name, what in Q_NETWORKS.items()),
+            f"set {Q_NETWORK}: concat or streams",
+        )
+    if SUPPORT.get(default, (None,))[0] is not AnySpaceSACCatalog:
+        raise UserError(f"{where} is a setting of SAC, CQL and IQL's Q-functions; {algo}'s model has none")
+    if choice != "concat":
+        return False
+    for who, (_, act) in spaces.items():
+        if not isinstance(act, gym.spaces.Box):
+            raise UserError(
+                f"{where}: concat reads Box actions; {who} has {describe_actions(act)} "
+                "(with Discrete actions the Q-network outputs one value per action and reads no action)",
+                f"drop {Q_NETWORK}",
+            )
+    fusion = sorted(k for k in model_config if k.startswith("fusionnet_"))
+    if fusion:
+        raise UserError(
+            f"model_config.{fusion[0]} has no effect with {Q_NETWORK}: concat (no fusion layers)",
+            f"drop it, or set {Q_NETWORK}: streams",
+        )
+    return True
+
+
 def module_spec(
-    algo: str, config: Any, spaces: dict[str, tuple[gym.Space, gym.Space]]
+    algo: str,
+    config: Any,
+    spaces: dict[str, tuple[gym.Space, gym.Space]],
+    model_config: dict[str, Any] | None = None,
 ) -> RLModuleSpec | None:
-    """The default module for these policies' spaces; None where RLlib's own default fits all of them."""
+    """The default module for these policies' spaces; None where RLlib's own default fits all of them.
+
+    ``model_config`` is the YAML's (only :data:`Q_NETWORK` is read here).
+    """
     default = config.get_default_rl_module_spec().module_class
     for who, (obs, act) in spaces.items():
         _check_spaces(algo, default, obs, act, who)
+    concat = _check_q_network(algo, default, model_config or {}, spaces)
     plain = all(rllib_encodes(obs) for obs, _ in spaces.values())
-    if plain:
+    if plain and not concat:
         return None
     if default not in SUPPORT:
         raise UserError(
@@ -151,7 +194,8 @@ def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any]) -> st
                 parts.append(f"{label}{what} flattened")
         reads = " + ".join(parts) + f" -> MLP {hidden}"
     mask = ", masked" if has_action_mask(obs) else ""
-    return f"{reads}; actions {describe_actions(act)}{mask}"
+    critic = f"; Q-networks: [obs, action] -> MLP {hidden}" if model_config.get(Q_NETWORK) == "concat" else ""
+    return f"{reads}; actions {describe_actions(act)}{mask}{critic}"
 
 
 def _batch(value: Any) -> Any:

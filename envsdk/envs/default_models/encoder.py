@@ -250,3 +250,27 @@ class TorchSpaceEncoder(TorchModel, Encoder):
         parts = [reader(pick(obs, path)) for reader, path in zip(self.readers, self.paths, strict=True)]
         features = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return {ENCODER_OUT: self.mlp(features)}
+
+
+@dataclass
+class ObsActionEncoderConfig(SpaceEncoderConfig):
+    """A Q-function's encoder that reads the observation and the action as one ``Tuple``.
+
+    ``observation_space`` is ``Tuple((observations, actions))``: each part gets its
+    reader as above, then one MLP of ``fcnet_hiddens`` -- the critic of the SAC
+    paper, Stable-Baselines3 and CleanRL.  Built for ``model_config: {q_network:
+    concat}`` by :class:`~envsdk.envs.default_models.catalogs.AnySpaceSACCatalog`.
+    """
+
+    def build(self, framework: str = "torch") -> Encoder:
+        if framework != "torch":
+            raise ValueError(f"ObsActionEncoderConfig builds torch models only, not {framework}")
+        return TorchObsActionEncoder(self)
+
+
+class TorchObsActionEncoder(TorchSpaceEncoder):
+    """The encoder :class:`ObsActionEncoderConfig` builds: RLlib's SAC modules hand it obs and actions."""
+
+    def _forward(self, input_dict: dict, **kwargs: Any) -> dict:
+        pair = (input_dict[Columns.OBS], input_dict[Columns.ACTIONS])
+        return super()._forward({Columns.OBS: pair}, **kwargs)

@@ -1,0 +1,202 @@
+"""SAC: the ``q_network: concat`` critic and the learner's single backward pass.
+
+Both are checked on spaces they were not written around (tests/envs/matrix_env.py),
+against RLlib's own computation where there is one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
+from ray.rllib.core import DEFAULT_MODULE_ID
+from ray.rllib.core.columns import Columns
+from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+
+from envsdk import internals
+from envsdk.envs.default_models.encoder import TorchObsActionEncoder
+from envsdk.errors import UserError
+from envsdk.training.sac_learner import SACTorchLearner
+from envsdk.training.transition_replay import TransitionReplayBuffer
+from tests.helpers import built_algorithm, built_config
+
+CONCAT = {"model_config": {"fcnet_hiddens": [16, 8], "q_network": "concat"}}
+
+
+def _learner_and_batch(algo: Any, size: int = 16) -> tuple[Any, Any]:
+    """The algorithm's learner and one replayed batch in its tensors."""
+    replay = TransitionReplayBuffer(100, seed=0)
+    replay.add(algo.env_runner.sample(num_timesteps=40, random_actions=True))
+    learner = algo.learner_group._learner
+    columns = replay.sample(size)
+    batch = learner._convert_batch_type(
+        MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=size)
+    )
+    return learner, batch.policy_batches
+
+
+def _gradients(learner: Any, batch: Any, compute: Any) -> dict:
+    torch.manual_seed(0)  # the same reparameterised action samples for both ways
+    fwd = learner.module.forward_train(batch)
+    losses = learner.compute_losses(fwd_out=fwd, batch=batch)
+    return {pid: g.clone() for pid, g in compute(losses).items() if g is not None}
+
+
+def _both_ways(learner: Any, batch: Any) -> tuple[dict, dict]:
+    """The gradients of one batch by RLlib's passes (one per optimizer) and by our single pass."""
+    rllib = _gradients(learner, batch, lambda losses: RLlibSACTorchLearner.compute_gradients(learner, losses))
+    ours = _gradients(learner, batch, lambda _: learner._single_pass({DEFAULT_MODULE_ID}))
+    learner.metrics.reduce()  # drop what the two loss computations logged
+    return rllib, ours
+
+
+# ---- q_network: concat ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("obs", ["box", "box2d", "discrete", "dict", "tuple"])
+def test_concat_q_networks_read_observation_and_action_through_one_mlp(tmp_path, obs):
+    with internals.without_object_store():
+        algo = built_algorithm(tmp_path, "SAC", obs, "box", False, **CONCAT)
+        try:
+            module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
+            for name in ("qf_encoder", "qf_twin_encoder", "target_qf_encoder", "target_qf_twin_encoder"):
+                encoder = getattr(module, name)
+                assert isinstance(encoder, TorchObsActionEncoder), name
+                linears = [m for m in encoder.mlp.modules() if isinstance(m, torch.nn.Linear)]
+                assert [m.out_features for m in linears] == [16, 8]
+            _, batch = _learner_and_batch(algo)
+            rows = batch[DEFAULT_MODULE_ID]
+            q = module.compute_q_values(
+                {Columns.OBS: rows[Columns.OBS], Columns.ACTIONS: rows[Columns.ACTIONS]}
+            )
+            assert q.shape == (16,) and torch.isfinite(q).all()
+            result = algo.train()
+            assert result["learners"][DEFAULT_MODULE_ID]["qf_loss"] >= 0
+        finally:
+            algo.stop()
+
+
+def _policy_shapes(module: Any) -> list[tuple[int, ...]]:
+    return [tuple(p.shape) for net in (module.pi_encoder, module.pi) for p in net.parameters()]
+
+
+def test_concat_changes_only_the_q_networks(tmp_path):
+    """The policy network is the one RLlib builds; the critic has fewer layers than its streams."""
+    with internals.without_object_store():
+        streams = built_algorithm(
+            tmp_path, "SAC", "box", "box", False, model_config={"fcnet_hiddens": [16, 8]}
+        )
+        concat = built_algorithm(tmp_path, "SAC", "box", "box", False, **CONCAT)
+        try:
+            a, b = (x.learner_group._learner.module[DEFAULT_MODULE_ID] for x in (streams, concat))
+            assert _policy_shapes(a) == _policy_shapes(b)
+            count = lambda net: sum(isinstance(m, torch.nn.Linear) for m in net.modules())  # noqa: E731
+            assert count(b.qf_encoder) == 2 < count(a.qf_encoder)
+            # obs (4) and action (2) side by side into the first layer
+            assert next(b.qf_encoder.mlp.parameters()).shape == (16, 4 + 2)
+        finally:
+            streams.stop()
+            concat.stop()
+
+
+@pytest.mark.parametrize(
+    ("run", "act", "model_config", "says"),
+    [
+        ("SAC", "box", {"q_network": "concats"}, "'concats' is not a Q-network"),
+        ("PPO", "box", {"q_network": "concat"}, "PPO's model has none"),
+        ("SAC", "discrete", {"q_network": "concat"}, "concat reads Box actions"),
+        ("SAC", "box", {"q_network": "concat", "fusionnet_hiddens": [8]}, "fusionnet_hiddens has no effect"),
+    ],
+)
+def test_q_network_mistakes_are_named_before_anything_starts(tmp_path, run, act, model_config, says):
+    with pytest.raises(UserError, match=says):
+        built_algorithm(tmp_path, run, "box", act, False, model_config=model_config)
+
+
+def test_streams_is_rllibs_default_critic(tmp_path):
+    from ray.rllib.core.models.torch.encoder import TorchMultiStreamEncoder
+
+    with internals.without_object_store():
+        algo = built_algorithm(tmp_path, "SAC", "dict", "box", False, model_config={"q_network": "streams"})
+        try:
+            assert isinstance(
+                algo.learner_group._learner.module[DEFAULT_MODULE_ID].qf_encoder, TorchMultiStreamEncoder
+            )
+        finally:
+            algo.stop()
+
+
+# ---- the learner's single backward pass ----------------------------------------------------------
+
+CASES = [
+    ("box", "box", {}),
+    ("box", "box", CONCAT),
+    ("dict", "box", {}),
+    ("tuple", "discrete", {}),
+    ("box", "box", {"twin_q": False}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=["streams", "concat", "dict-obs", "discrete", "single-q"])
+def test_one_backward_pass_gives_rllibs_gradients(tmp_path, case):
+    obs, act, config = case
+    with internals.without_object_store():
+        algo = built_algorithm(tmp_path, "SAC", obs, act, False, **config)
+        try:
+            learner, batch = _learner_and_batch(algo)
+            assert type(learner) is SACTorchLearner
+            rllib, ours = _both_ways(learner, batch)
+            assert rllib.keys() == ours.keys() and len(ours) > 5
+            for pid in rllib:
+                torch.testing.assert_close(ours[pid], rllib[pid], rtol=1e-5, atol=1e-7)
+            algo.train()
+            algo.train()
+            assert learner.single_pass == {DEFAULT_MODULE_ID: True}
+        finally:
+            algo.stop()
+
+
+def _critic_sharing_module() -> type:
+    """A user's SAC module whose critic loss also reaches the policy (its Q-value has a policy term).
+
+    RLlib's passes zero the policy's gradients before the actor's pass, so the
+    policy steps on the actor loss alone; one pass over the sum would add the
+    critic's share: the learner must notice and keep RLlib's passes.
+    """
+    from ray.rllib.algorithms.sac.sac_learner import QF_PREDS
+    from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
+
+    class SharingSAC(DefaultSACTorchRLModule):
+        def _forward_train_continuous(self, batch: dict) -> dict:
+            out = super()._forward_train_continuous(batch)
+            out[QF_PREDS] = out[QF_PREDS] + 0.1 * out["logp_resampled"]
+            return out
+
+    return SharingSAC
+
+
+def test_a_module_whose_losses_share_parameters_keeps_rllibs_passes(tmp_path, capsys):
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    with internals.without_object_store():
+        algo = built_algorithm(tmp_path, "SAC", "box", "box", False)
+        spec = RLModuleSpec(module_class=_critic_sharing_module())
+        algo.stop()
+        config = algo.config.copy(copy_frozen=False).rl_module(rl_module_spec=spec)
+        algo = config.algo_class(config=config)
+        try:
+            learner, batch = _learner_and_batch(algo)
+            rllib, ours = _both_ways(learner, batch)
+            assert any(not torch.allclose(ours[pid], rllib[pid]) for pid in rllib)  # the case is real
+            algo.train()
+            algo.train()
+            assert learner.single_pass == {DEFAULT_MODULE_ID: False}
+            assert "keeping RLlib's passes" in capsys.readouterr().err
+        finally:
+            algo.stop()
+
+
+def test_sac_runs_get_the_single_pass_learner(tmp_path):
+    assert built_config(tmp_path, "SAC", "box", "box", False).config.learner_class is SACTorchLearner
