@@ -115,6 +115,36 @@ def test_q_network_mistakes_are_named_before_anything_starts(tmp_path, run, act,
         built_algorithm(tmp_path, run, "box", act, False, model_config=model_config)
 
 
+@pytest.mark.parametrize("algo", ["CQL", "IQL"])
+def test_cql_and_iql_modules_take_the_concat_critic(algo):
+    """CQL and IQL train offline (no quick run here); their default modules build and compute Q."""
+    import dataclasses
+
+    import gymnasium as gym
+    import numpy as np
+    from ray.rllib.algorithms.cql.torch.default_cql_torch_rl_module import DefaultCQLTorchRLModule
+    from ray.rllib.algorithms.iql.torch.default_iql_torch_rl_module import DefaultIQLTorchRLModule
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from envsdk.envs.default_models.catalogs import AnySpaceSACCatalog
+
+    module_class = {"CQL": DefaultCQLTorchRLModule, "IQL": DefaultIQLTorchRLModule}[algo]
+    obs = gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (3,), np.float32), "b": gym.spaces.Discrete(4)})
+    spec = RLModuleSpec(
+        module_class=module_class,
+        catalog_class=AnySpaceSACCatalog,
+        observation_space=obs,
+        action_space=gym.spaces.Box(-1, 1, (2,), np.float32),
+        model_config={**dataclasses.asdict(DefaultModelConfig()), "twin_q": True, "q_network": "concat"},
+    )
+    module = spec.build()
+    assert isinstance(module.qf_encoder, TorchObsActionEncoder)
+    batch = {Columns.OBS: {"a": torch.zeros(5, 3), "b": torch.ones(5, dtype=torch.long)}}
+    q = module.compute_q_values({**batch, Columns.ACTIONS: torch.zeros(5, 2)})
+    assert q.shape == (5,)
+
+
 def test_streams_is_rllibs_default_critic(tmp_path):
     from ray.rllib.core.models.torch.encoder import TorchMultiStreamEncoder
 

@@ -7,7 +7,7 @@ its gradient from exactly one of those losses: the actor loss reaches the
 Q-networks' parameters with ``requires_grad`` switched off, and the critic and
 alpha losses read detached targets and log-probabilities.  Then one backward
 pass over the sum of the losses gives every parameter the same gradient, for
-a quarter of the passes (benchmarks/RESULTS.md, "SAC learner").
+a quarter of the passes (benchmarks/replay.py times it).
 
 Whether that holds is a property of the module, and a user's own SAC module
 may differ, so it is checked, not assumed: a module's first update runs

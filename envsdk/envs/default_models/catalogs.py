@@ -31,9 +31,8 @@ from envsdk.envs.default_models.spaces import SpaceError
 
 Q_NETWORK = "q_network"  # envsdk's model_config key: how SAC-family critics read the action
 Q_NETWORKS = {
-    "streams": "RLlib's default: the observation and the action in two MLP streams of fcnet_hiddens, "
-    "fused by fusionnet_hiddens",
-    "concat": "one MLP of fcnet_hiddens over the observation and the action together",
+    "streams": "RLlib's default, observation and action in two MLP streams joined by fusionnet_hiddens",
+    "concat": "one MLP of fcnet_hiddens over observation and action together",
 }
 
 
@@ -105,7 +104,7 @@ class AnySpaceSACCatalog(AnySpaceMixin, SACCatalog):
     reads ``(observation, action)`` through one MLP (:class:`ObsActionEncoderConfig`)
     instead of RLlib's two streams and fusion layers: 3 layers a pass instead of 7
     at the default sizes, which is most of a SAC update on a small machine
-    (benchmarks/RESULTS.md, "q_network").  The heads and losses stay RLlib's.
+    (benchmarks/replay.py).  The heads and losses stay RLlib's.
     """
 
     def build_qf_encoder(self, framework: str) -> Encoder:

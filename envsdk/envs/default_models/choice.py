@@ -121,9 +121,8 @@ def _check_q_network(
     where = f"model_config.{Q_NETWORK}"
     if choice not in Q_NETWORKS:
         raise UserError(
-            f"{where}: '{choice}' is not a Q-network; "
-            + "; ".join(f"'{name}': {what}" for name, what in Q_NETWORKS.items()),
-            f"set {Q_NETWORK}: concat or streams",
+            f"{where}: '{choice}' is not a Q-network",
+            "; ".join(f"{Q_NETWORK}: {name} ({what})" for name, what in Q_NETWORKS.items()),
         )
     if SUPPORT.get(default, (None,))[0] is not AnySpaceSACCatalog:
         raise UserError(f"{where} is a setting of SAC, CQL and IQL's Q-functions; {algo}'s model has none")
