@@ -333,10 +333,11 @@ def _policy_spaces(info: EnvInfo) -> dict[str, tuple[gym.Space, gym.Space]]:
     return {f"agent '{aid}'": spaces for aid, spaces in info.agent_spaces.items()}
 
 
-def _check_model_config_keys(model_config: dict[str, Any], algo_class: type[Algorithm], where: str) -> None:
+def _check_model_config_keys(model_config: dict[str, Any], defaults: AlgorithmConfig, where: str) -> None:
     """A default model's ``model_config`` key that nothing reads: exit 2 for a near miss of a known
-    key (a typo would otherwise train with the default), a notice for any other."""
-    known = MODEL_CONFIG_FIELDS | {Q_NETWORK} | set(algo_class.get_default_config().model_config)
+    key (a typo would otherwise train with the default), a notice for any other.  ``defaults``: the
+    algorithm's default config, whose ``model_config`` holds the keys it adds itself (``twin_q``)."""
+    known = MODEL_CONFIG_FIELDS | {Q_NETWORK} | set(defaults.model_config)
     for key in sorted(set(model_config) - known):
         hint = did_you_mean(key, known)
         if hint:
@@ -380,10 +381,11 @@ def _model_settings(
     if model:
         notice(f"model options {sorted(model)} go to model_config on the new API stack")
         model_config = {**model, **model_config}
-    _check_model_config_keys(model_config, algo_class, where)
+    defaults = algo_class.get_default_config()
+    _check_model_config_keys(model_config, defaults, where)
     if model_config.get("use_lstm"):  # RLlib's learners read it from the config, with no default there
         model_config.setdefault("max_seq_len", DefaultModelConfig.max_seq_len)
-    spec = module_spec(run, algo_class.get_default_config(), _policy_spaces(info), model_config)
+    spec = module_spec(run, defaults, _policy_spaces(info), model_config)
     return ModelSettings(module_spec=spec, model_config=model_config)
 
 
