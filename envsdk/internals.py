@@ -371,6 +371,24 @@ def trial_experiment_dir(algorithm: Any) -> Path | None:
     return Path(storage.experiment_fs_path) if storage is not None else None
 
 
+def release_utilization_monitor(trainable: Any) -> None:
+    """Let ``trainable.stop()`` return without joining Tune's utilization monitor thread.
+
+    ``Trainable.__init__`` starts a ``UtilMonitor`` (``log_sys_usage``, on in RLlib's configs): a
+    daemon thread that reads CPU and memory every 0.7 s for the ``perf/`` metrics and sleeps in
+    between.  ``Trainable.stop`` joins it, which waits out the sleep: up to 0.7 s (all of
+    ``algo.stop()`` for a trial in this process).  Once no result is wanted, the thread is told to
+    stop and the trainable gets a monitor that never started; the daemon thread ends when its sleep
+    does, and the process may exit before that.
+    """
+    from ray.tune.utils.util import UtilMonitor
+
+    monitor = getattr(trainable, "_monitor", None)
+    if isinstance(monitor, UtilMonitor):
+        monitor.stop()
+        trainable._monitor = UtilMonitor(start=False)
+
+
 def stop_tune_gracefully() -> None:
     """Tune's own graceful stop: ``tune.run``/``Tuner.fit`` treat SIGUSR1 like Ctrl-C, ending the
     trials as unfinished so that ``Tuner.restore`` resumes them."""

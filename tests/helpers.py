@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -90,6 +91,22 @@ def progress_rows(trial: Path) -> list[dict]:
 
     with (trial / "progress.csv").open() as fh:
         return list(csv.DictReader(fh))
+
+
+def tensorboard_scalars(trial: Path) -> dict[str, dict[int, float]]:
+    """A trial folder's TensorBoard scalars: tag -> {step: value}, read from the event file's records
+    (TFRecord framing: 8-byte length, 4-byte CRC, the ``Event`` bytes, 4-byte CRC)."""
+    from tensorboardX.proto.event_pb2 import Event
+
+    (path,) = trial.glob("events.out.tfevents*")
+    data, pos, scalars = path.read_bytes(), 0, {}
+    while pos < len(data):
+        (length,) = struct.unpack("<Q", data[pos : pos + 8])
+        event = Event.FromString(data[pos + 12 : pos + 12 + length])
+        pos += 12 + length + 4
+        for value in event.summary.value:
+            scalars.setdefault(value.tag, {})[event.step] = value.simple_value
+    return scalars
 
 
 def player_pids() -> set[int]:

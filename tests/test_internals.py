@@ -14,6 +14,7 @@ import os
 import pickle
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,6 +197,22 @@ def test_tune_gives_a_trainable_its_storage():
 
     assert str(internals.trial_experiment_dir(Algo())) == "/tmp/exp"
     assert internals.trial_experiment_dir(object()) is None
+
+
+def test_a_released_utilization_monitor_is_not_joined_by_stop(tmp_path):
+    from tests.helpers import built_algorithm
+
+    with internals.without_object_store():
+        algo = built_algorithm(tmp_path, "PPO", "box", "discrete", False, minibatch_size=16)
+        try:
+            thread = algo._monitor
+            assert isinstance(thread, threading.Thread) and thread.is_alive(), "RLlib logs sys usage"
+            internals.release_utilization_monitor(algo)
+            assert algo._monitor is not thread and not algo._monitor.is_alive()
+            thread.join(timeout=5)  # it ends by itself once its sleep is over
+            assert not thread.is_alive()
+        finally:
+            algo.stop()
 
 
 def test_tune_stops_gracefully_on_sigusr1():

@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from envsdk.training.checkpoints import verify
-from tests.helpers import ROOT, processes_mentioning, progress_rows, run_train, trial_dirs
+from tests.helpers import (
+    ROOT,
+    processes_mentioning,
+    progress_rows,
+    run_train,
+    tensorboard_scalars,
+    trial_dirs,
+)
 
 
 def _checkpoint(stdout: str) -> Path:
@@ -71,7 +78,12 @@ def test_single_trial_folder_matches_tunes(train):
     results = [json.loads(line) for line in (trial / "result.json").read_text().splitlines()]
     assert [r["training_iteration"] for r in results] == [1, 2, 3, 4]
     assert json.loads((trial / "params.json").read_text())["lr"] == results[0]["config"]["lr"]
-    assert list(trial.glob("events.out.tfevents*")) and (trial / "reward.png").is_file()
+    assert (trial / "reward.png").is_file()
+    # TensorBoard gets each iteration's numbers under Tune's tags.
+    scalars = tensorboard_scalars(trial)
+    for i, row in enumerate(rows, start=1):
+        for key in ("env_runners/episode_return_mean", "num_env_steps_sampled_lifetime", "time_total_s"):
+            assert scalars[f"ray/tune/{key}"][i] == pytest.approx(float(row[key]), rel=1e-6)
     # Best two by return, plus the latest; each verifies against its manifest.
     kept = sorted(trial.glob("checkpoint_*"))
     returns = {i + 1: float(r["env_runners/episode_return_mean"]) for i, r in enumerate(rows)}

@@ -34,6 +34,7 @@ from envsdk.cluster.ray_session import wanted_gpus
 from envsdk.config.experiment import Experiment
 from envsdk.config.stopping import StopCriteria
 from envsdk.errors import UserError
+from envsdk.internals import release_utilization_monitor
 from envsdk.progress import ProgressLine, format_line
 from envsdk.training.algorithm_config import BuiltConfig
 from envsdk.training.checkpoints import (
@@ -79,13 +80,16 @@ class ResultLog:
     appears once the first episode has ended): the file is then rewritten
     with the wider header.  TensorBoard scalars carry Tune's tags
     (``ray/tune/<metric>``, step = iteration), so existing dashboards work.
+    An iteration's scalars go out as one event: one per scalar
+    (``SummaryWriter.add_scalar``) took 6 ms an iteration for RLlib's ~100
+    metrics, 0.2 s of a 7 s CartPole run.
     """
 
     def __init__(self, trial_dir: Path, keep_until: int | None = None):
-        from tensorboardX import SummaryWriter
+        from tensorboardX import FileWriter
 
         self.trial_dir = trial_dir
-        self.events = SummaryWriter(str(trial_dir), flush_secs=30)
+        self.events = FileWriter(str(trial_dir), flush_secs=30)
         self.rows: list[dict[str, Any]] = []
         self.columns: list[str] = []
         csv_path = trial_dir / "progress.csv"
@@ -103,9 +107,7 @@ class ResultLog:
         with (self.trial_dir / "result.json").open("a") as fh:
             fh.write(json.dumps(result, default=_json_default) + "\n")
         row = {k: v for k, v in flatten_dict(result, delimiter="/").items() if not k.startswith("config/")}
-        for key, value in row.items():
-            if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value):
-                self.events.add_scalar(f"ray/tune/{key}", value, global_step=result["training_iteration"])
+        self.events.add_summary(_scalars(row), global_step=result["training_iteration"])
         self.rows.append(row)
         new = [k for k in row if k not in self.columns]
         if new or not self.columns:
@@ -125,6 +127,19 @@ class ResultLog:
             writer.writeheader()
             writer.writerows(self.rows)
         os.replace(tmp, self.trial_dir / "progress.csv")
+
+
+def _scalars(row: dict[str, Any]) -> Any:
+    """One TensorBoard ``Summary`` of a result's finite numbers, tagged as Tune tags them."""
+    from tensorboardX.proto.summary_pb2 import Summary
+
+    return Summary(
+        value=[
+            Summary.Value(tag=f"ray/tune/{key}", simple_value=float(value))
+            for key, value in row.items()
+            if isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+        ]
+    )
 
 
 def _json_default(value: Any) -> Any:
@@ -298,8 +313,7 @@ def run_trial(
         progress.finish()
         log.close()
         loggers.end(failed=bool(errors))
-        # RLlib's stop waits up to 0.7 s for Tune's utilization monitor thread to wake from its
-        # sleep; the reward plot (about as long) is drawn meanwhile.
+        # Env runners and learners elsewhere take a while to stop: the reward plot is drawn meanwhile.
         with _stopping(algo):
             plot = plot_reward_curve(trial_dir, exp.name)
     return Outcome.from_result(
@@ -343,6 +357,7 @@ def _stopping(algo: Any) -> Iterator[None]:
 
     def stop() -> None:
         try:
+            release_utilization_monitor(algo)
             algo.stop()
         except BaseException as err:  # handed to the caller's thread below
             failure.append(err)
