@@ -7,11 +7,12 @@ episodes and batch them in the learner connector.  SAC runs also get the
 learner's single backward pass (envsdk/training/sac_learner.py), and
 ``configs/pendulum-sac.yaml`` the ``q_network: concat`` critic.  This times,
 on the shipped configs (``pendulum-sac.yaml``: one update per env step;
-``cartpole-dqn.yaml``: prioritized 3-step replay), each piece taken away in
+``cartpole-dqn.yaml``: prioritized 3-step replay; ``multi-agent-pendulum-sac.yaml``:
+a policy per agent, each replayed from its own arrays), each piece taken away in
 turn down to RLlib's own path, each run in a fresh process, alternating, and
 appends a table to benchmarks/RESULTS.md.
 
-    python benchmarks/replay.py [--iterations 4] [--repeats 2]
+    python benchmarks/replay.py [--iterations 4] [--repeats 2] [--configs pendulum-sac.yaml ...]
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ VARIANTS = [  # per config, the last one is RLlib's own path: the speed-ups are 
             "ray.rllib.algorithms.sac:SAC", RLLIB_SAC_LEARNER),
     Variant("cartpole-dqn.yaml", "envsdk: transitions", DQN_WARM),
     Variant("cartpole-dqn.yaml", "RLlib: episodes", DQN_WARM, "ray.rllib.algorithms.dqn:DQN"),
+    Variant("multi-agent-pendulum-sac.yaml", "envsdk: transitions per policy", WARM),
+    # RLlib's multi-agent episode buffer, with the same critic and learner: only the replay differs
+    Variant("multi-agent-pendulum-sac.yaml", "RLlib: multi-agent episodes", WARM,
+            "ray.rllib.algorithms.sac:SAC"),
 ]  # fmt: skip
 
 
@@ -76,14 +81,18 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, default=4)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--configs", nargs="+", help="only these configs' rows (default: all)")
     p.add_argument("--one-run", type=int, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.one_run is not None:
         one_run(args.one_run, args.iterations)
         return
+    chosen = [i for i, v in enumerate(VARIANTS) if not args.configs or v.config in args.configs]
+    if not chosen:
+        raise SystemExit(f"no variant of {args.configs}; configs: {sorted({v.config for v in VARIANTS})}")
     rates: dict[int, list[float]] = {}
     for _ in range(args.repeats):
-        for index in range(len(VARIANTS)):  # alternate, so that drift hits all alike
+        for index in chosen:  # alternate, so that drift hits all alike
             command = [sys.executable, __file__, "--one-run", str(index)]
             command += ["--iterations", str(args.iterations)]
             out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
@@ -92,14 +101,15 @@ def main() -> None:
             rates.setdefault(index, []).append(json.loads(out.stdout.strip().splitlines()[-1]))
     lines = [
         f"### replay: DQN and SAC, envsdk's off-policy path against RLlib's, {datetime.date.today()}",
-        f"Machine: {machine()}. `python benchmarks/replay.py --iterations {args.iterations} --repeats "
-        f"{args.repeats}`: env steps per second over {args.iterations} iterations after the first two, in "
-        "one process (no Ray), learning from the second iteration on; each row takes one piece away.",
+        f"Machine: {machine()}. `python benchmarks/replay.py {' '.join(sys.argv[1:])}`: env steps per "
+        f"second over {args.iterations} iterations after the first two, in one process (no Ray), "
+        "learning from the second iteration on; each row takes one piece away.",
         "",
         "| config | path | runs (env steps/s) | median | speed-up against RLlib's |",
         "|---|---|---|---|---|",
     ]
-    for index, v in enumerate(VARIANTS):
+    for index in chosen:
+        v = VARIANTS[index]
         rllib = max(i for i, w in enumerate(VARIANTS) if w.config == v.config)
         base = statistics.median(rates[rllib])
         median = statistics.median(rates[index])

@@ -48,3 +48,9 @@ class TwoRunners(envsdk.MultiAgentEnv):
 
 def policy_mapping(agent_id, episode, **kwargs):
     return "policy_" + agent_id.split("_")[1]
+
+
+def policy_per_agent(agent_id, episode, **kwargs):
+    """One policy per agent, named after it (agent 0 -> policy_0): for envs such as RLlib's
+    MultiAgentPendulum, whose agents are numbered."""
+    return f"policy_{agent_id}"

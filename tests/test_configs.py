@@ -64,6 +64,10 @@ def test_config_trains(train, name):
         columns = progress_rows(trials[0])[-1].keys()
         for policy in ("policy_0", "policy_1"):
             assert any(c == f"env_runners/module_episode_returns_mean/{policy}" for c in columns), columns
+    if name == "multi-agent-pendulum-sac.yaml":  # each policy's steps in its own replay
+        columns = progress_rows(trials[0])[-1]
+        for policy in ("policy_0", "policy_1"):
+            assert float(columns[f"replay_buffer/num_module_steps_stored/{policy}"]) > 0
     if name == "tune-search.yaml":
         assert len(trials) == 2
         lrs = sorted(json.loads((t / "params.json").read_text())["lr"] for t in trials)

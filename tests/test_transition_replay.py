@@ -8,16 +8,20 @@ checked against the episode it came from.
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import gymnasium as gym
 import numpy as np
 import pytest
 import tree
+import yaml
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
 from envsdk import internals
 from envsdk.training import off_policy
-from envsdk.training.transition_replay import SumTree, TransitionReplayBuffer
+from envsdk.training.transition_replay import ModuleTransitions, SumTree, TransitionReplayBuffer
 from tests.helpers import built_algorithm
 
 GAMMA = 0.9
@@ -241,7 +245,7 @@ def test_the_learner_gets_the_columns_rllibs_episode_path_gives_it(tmp_path, cas
     with internals.without_object_store():
         algo = built_algorithm(tmp_path, *case)
         try:
-            assert isinstance(algo.local_replay_buffer, TransitionReplayBuffer)
+            assert isinstance(algo.local_replay_buffer, ModuleTransitions)
             episodes = algo.env_runner.sample(num_timesteps=40)
             ours = TransitionReplayBuffer(100, seed=0)
             ours.add(episodes)
@@ -276,7 +280,7 @@ def test_a_recurrent_model_keeps_rllibs_replay(tmp_path):
         )  # fmt: skip
         try:
             assert off_policy.why_not_transitions(algo) == "a recurrent module"
-            assert not isinstance(algo.local_replay_buffer, TransitionReplayBuffer)
+            assert not isinstance(algo.local_replay_buffer, ModuleTransitions)
             algo.train()
         finally:
             algo.stop()
@@ -287,37 +291,161 @@ class UsersOwnBuffer(EpisodeReplayBuffer):
 
 
 @pytest.mark.slow
-def test_several_modules_and_other_buffers_keep_rllibs_replay():
+def test_a_users_own_buffer_keeps_rllibs_replay():
     from ray.rllib.algorithms.dqn import DQNConfig
-    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
-    from ray.tune.registry import register_env
 
-    register_env("two-cartpoles", lambda _: MultiAgentCartPole({"num_agents": 2}))
-    small = {"num_steps_sampled_before_learning_starts": 20, "min_sample_timesteps_per_iteration": 40}
-    multi = (
-        DQNConfig()
-        .environment("two-cartpoles")
-        .env_runners(num_env_runners=0)
-        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda agent, *a, **k: f"p{agent}")
-        .training(train_batch_size=16, replay_buffer_config={"type": "MultiAgentEpisodeReplayBuffer"})
-    )
-    other_buffer = (
+    config = (
         DQNConfig()
         .environment("CartPole-v1")
         .env_runners(num_env_runners=0)
         .training(train_batch_size=16, replay_buffer_config={"type": f"{__name__}.UsersOwnBuffer"})
     )
-    reasons = ["several modules (multi-agent)", "replay buffer UsersOwnBuffer"]
+    config.update_from_dict({"num_steps_sampled_before_learning_starts": 20})
     with internals.without_object_store():
-        for config, reason in zip((multi, other_buffer), reasons, strict=True):
-            config.update_from_dict(small)
-            algo = off_policy.DQN(config=config)
-            try:
-                assert off_policy.why_not_transitions(algo) == reason
-                assert not isinstance(algo.local_replay_buffer, TransitionReplayBuffer)
+        algo = off_policy.DQN(config=config)
+        try:
+            assert off_policy.why_not_transitions(algo) == "replay buffer UsersOwnBuffer"
+            assert not isinstance(algo.local_replay_buffer, ModuleTransitions)
+            algo.train()
+        finally:
+            algo.stop()
+
+
+# ---- several modules ------------------------------------------------------------------------------
+
+
+def turn_config(run: str, act: str, **training):
+    """RLlib's config of ``run`` on tests/envs/turn_env.py, agent x -> policy_x, y -> policy_y."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.algorithms.sac import SACConfig
+    from ray.tune.registry import register_env
+
+    from tests.envs.turn_env import TurnEnv, policy_mapping
+
+    register_env("turns", lambda cfg: TurnEnv(cfg))
+    config = (DQNConfig() if run == "DQN" else SACConfig()).environment("turns", env_config={"act": act})
+    config.env_runners(num_env_runners=0)
+    config.multi_agent(policies={"policy_x", "policy_y"}, policy_mapping_fn=policy_mapping)
+    config.training(train_batch_size=16, **training)
+    config.update_from_dict({"num_steps_sampled_before_learning_starts": 20, "seed": 0})
+    return config
+
+
+def check_agent_rows(batch: dict, agent: str, length: int) -> None:
+    """Every row is one of ``agent``'s own steps: from one of its observations to its next one,
+    with every reward it got in between."""
+    from tests.envs.turn_env import reward as turn_reward
+
+    for i in range(len(batch["rewards"])):
+        start, end = int(batch["obs"][i][0]), int(batch["new_obs"][i][0])
+        assert start % 2 == (0 if agent == "x" else 1), "another agent's observation"
+        assert end == min(start + 2, length)
+        assert batch["rewards"][i] == pytest.approx(sum(turn_reward(agent, t) for t in range(start, end)))
+        assert batch["terminateds"][i] == (end == length) == bool(batch["new_obs"][i][1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run,act", [("DQN", "discrete"), ("SAC", "box")])
+def test_each_agents_steps_go_to_its_modules_buffer(run, act):
+    from tests.envs.turn_env import TurnEnv
+
+    length = TurnEnv().length
+    with internals.without_object_store():
+        algo = (off_policy.DQN if run == "DQN" else off_policy.SAC)(config=turn_config(run, act))
+        try:
+            buffer = algo.local_replay_buffer
+            assert isinstance(buffer, ModuleTransitions) and buffer.multi_agent
+            stored = {"x": 0, "y": 0}
+            for _ in range(12):  # 5-step samples: episodes of 9 steps are cut mid-turn
+                episodes = algo.env_runner.sample(num_timesteps=5, random_actions=True)
+                buffer.add(episodes)
+                for episode in episodes:
+                    for agent, agent_episode in episode.agent_episodes.items():
+                        stored[agent] += len(agent_episode)
+            assert {m: len(b) for m, b in buffer.buffers.items()} == {
+                "policy_x": stored["x"],
+                "policy_y": stored["y"],
+            }
+            batches = buffer.sample(300, gamma=0.99)
+            for agent in ("x", "y"):
+                check_agent_rows(batches[f"policy_{agent}"], agent, length)
+            every = {int(o[0]) for o in batches["policy_x"]["obs"]}
+            assert every == {0, 2, 4, 6, 8}, "x's steps, at every turn, across the cuts"
+            assert buffer.get_metrics()["num_module_steps_stored"] == {
+                "policy_x": stored["x"],
+                "policy_y": stored["y"],
+            }
+        finally:
+            algo.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("run,act", [("DQN", "discrete"), ("SAC", "box")])
+def test_several_modules_get_the_columns_rllibs_multi_agent_path_gives_them(run, act):
+    from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
+    from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import MultiAgentEpisodeReplayBuffer
+
+    with internals.without_object_store():
+        algo = (off_policy.DQN if run == "DQN" else off_policy.SAC)(config=turn_config(run, act))
+        try:
+            episodes = algo.env_runner.sample(num_timesteps=40, random_actions=True)
+            ours = ModuleTransitions(100, seed=0, multi_agent=True)
+            ours.add(episodes)
+            theirs = MultiAgentEpisodeReplayBuffer(capacity=100)
+            theirs.add(episodes)
+            learner = algo.learner_group._learner
+            sampled = theirs.sample(num_items=16, n_step=1, gamma=0.99)
+            rllib_batch = internals.learner_connector(learner)(
+                rl_module=learner.module, batch={}, episodes=sampled, shared_data={}, metrics=None
+            )
+            our_batch = learner._convert_batch_type(
+                MultiAgentBatch({m: SampleBatch(c) for m, c in ours.sample(16).items()}, env_steps=16)
+            ).policy_batches
+            assert set(our_batch) == set(rllib_batch) == {"policy_x", "policy_y"}
+            for module_id, theirs_module in rllib_batch.items():
+                described = {
+                    k: tree.map_structure(lambda t: (t.dtype, tuple(t.shape[1:])), theirs_module[k])
+                    for k in theirs_module
+                }
+                assert {
+                    k: tree.map_structure(lambda t: (t.dtype, tuple(t.shape[1:])), our_batch[module_id][k])
+                    for k in described
+                } == described
+                assert set(our_batch[module_id].keys()) == set(theirs_module.keys())
+        finally:
+            algo.stop()
+
+
+@pytest.mark.slow
+def test_a_module_nobody_trains_gets_no_replay_and_the_others_train():
+    with internals.without_object_store():
+        algo = off_policy.DQN(
+            config=turn_config("DQN", "discrete").multi_agent(policies_to_train=["policy_x"])
+        )
+        try:
+            for _ in range(3):
+                result = algo.train()
+            assert set(algo.local_replay_buffer.buffers) == {"policy_x"}
+            learners = result["learners"]
+            assert "qf_loss" in learners["policy_x"] and "qf_loss" not in learners.get("policy_y", {})
+        finally:
+            algo.stop()
+
+
+@pytest.mark.slow
+def test_prioritized_replay_updates_each_modules_priorities():
+    config = turn_config("SAC", "box", replay_buffer_config={"type": "PrioritizedEpisodeReplayBuffer"})
+    with internals.without_object_store():
+        algo = off_policy.SAC(config=config)
+        try:
+            for _ in range(3):
                 algo.train()
-            finally:
-                algo.stop()
+            buffer = algo.local_replay_buffer
+            assert buffer.prioritized and set(buffer.buffers) == {"policy_x", "policy_y"}
+            for module_buffer in buffer.buffers.values():
+                assert module_buffer._max_priority != 1.0, "the TD errors reached this module's priorities"
+        finally:
+            algo.stop()
 
 
 @pytest.mark.slow
@@ -343,3 +471,65 @@ def test_a_checkpoint_carries_the_transitions_when_asked(tmp_path, stored):
         finally:
             algo.stop()
             again.stop()
+
+
+TURN_ENV = Path(__file__).parent / "envs" / "turn_env.py"
+
+
+@pytest.mark.parametrize(
+    "given,kind,noticed",
+    [
+        (None, "MultiAgentPrioritizedEpisodeReplayBuffer", False),
+        ({"type": "EpisodeReplayBuffer"}, "MultiAgentEpisodeReplayBuffer", True),
+        (
+            {"type": "PrioritizedEpisodeReplayBuffer", "capacity": 500},
+            "MultiAgentPrioritizedEpisodeReplayBuffer",
+            True,
+        ),
+        (
+            {"type": "MultiAgentPrioritizedEpisodeReplayBuffer"},
+            "MultiAgentPrioritizedEpisodeReplayBuffer",
+            False,
+        ),
+    ],
+    ids=["default", "uniform", "prioritized", "multi-agent-named"],
+)
+def test_a_multi_agent_config_gets_a_multi_agent_buffer_with_a_beta(tmp_path, capsys, given, kind, noticed):
+    """RLlib keeps its single-agent default for several policies, and replaces its defaults whole
+    (beta too) when the type changes; both failed at the first replay sample."""
+    from envsdk.config.experiment import load_experiments
+    from envsdk.training.algorithm_config import build_config
+
+    shutil.copy(TURN_ENV, tmp_path / "turn_env.py")
+    config = {
+        "env_config": {"act": "box"},
+        "num_env_runners": 0,
+        "policies": ["policy_x", "policy_y"],
+        "policy_mapping_fn": "turn_env.policy_mapping",
+        **({"replay_buffer_config": given} if given else {}),
+    }
+    (tmp_path / "exp.yaml").write_text(
+        yaml.safe_dump({"exp": {"run": "SAC", "env": "turn_env.TurnEnv", "config": config}})
+    )
+    (exp,) = load_experiments(tmp_path / "exp.yaml")
+    buffer = build_config(exp).config.replay_buffer_config
+    assert buffer["type"] == kind
+    assert buffer.get("beta") == (0.4 if "Prioritized" in kind else None)  # SAC's default
+    assert buffer.get("capacity") == (given or {}).get("capacity", None if given else 1_000_000)
+    assert ("holds one policy's episodes" in capsys.readouterr().err) == noticed
+
+
+def test_module_transitions_restore_their_state_and_a_lone_buffers():
+    """Checkpoints keep every module's rows; one from before modules held a lone buffer's state."""
+    single = ModuleTransitions(100, seed=0, default_module="default_policy")
+    single.add(chunks(1, 7, cuts=[3]))
+    again = ModuleTransitions(100, seed=0)
+    again.set_state(single.get_state())
+    assert len(again) == 7 and set(again.buffers) == {"default_policy"}
+    lone = TransitionReplayBuffer(100, seed=0)
+    lone.add(chunks(2, 5, cuts=[]))
+    old = ModuleTransitions(100, seed=0)
+    old.set_state(lone.get_state())
+    batch = old.sample(50, gamma=GAMMA)["default_policy"]
+    check_rows(batch, {2: 5})
+    assert old.get_metrics() == lone.get_metrics() | {"num_env_steps_sampled_lifetime": 50}

@@ -455,6 +455,38 @@ def _new_stack_settings(values: LineDict, config: AlgorithmConfig, multi_agent: 
         _normalize_rewards(values, config, where)
 
 
+# RLlib's episode replay buffers for one module, and their counterparts for several.
+MULTI_AGENT_BUFFERS = {
+    "EpisodeReplayBuffer": "MultiAgentEpisodeReplayBuffer",
+    "PrioritizedEpisodeReplayBuffer": "MultiAgentPrioritizedEpisodeReplayBuffer",
+}
+
+
+def _fit_replay_buffer(config: AlgorithmConfig, default_config: AlgorithmConfig, values: LineDict) -> None:
+    """A replay buffer that can hold what the env runners sample, with the settings it samples with.
+
+    RLlib 2.60 keeps a single-agent buffer type (its DQN/SAC default) for a multi-agent config, whose
+    first sample then fails deep inside (``unhashable type: 'slice'``): the multi-agent counterpart
+    is taken instead.  And ``replay_buffer_config`` replaces RLlib's defaults whole when its
+    ``type`` changes, so a prioritized type named without ``beta`` sampled with ``beta=None``
+    (``'>=' not supported``): a missing ``beta`` is the algorithm's default.
+    """
+    buffer = getattr(config, "replay_buffer_config", None)
+    if not isinstance(buffer, dict) or not config.enable_env_runner_and_connector_v2:
+        return
+    kind = buffer.get("type")
+    name = (kind if isinstance(kind, str) else getattr(kind, "__name__", "")).rsplit(".", 1)[-1]
+    fitted = dict(buffer)
+    if config.is_multi_agent and name in MULTI_AGENT_BUFFERS:
+        fitted["type"] = name = MULTI_AGENT_BUFFERS[name]
+        if isinstance(values.get("replay_buffer_config"), dict) and "type" in values["replay_buffer_config"]:
+            notice(f"replay_buffer_config type {kind} holds one policy's episodes: using {name}")
+    if "Prioritized" in name and fitted.get("beta") is None:
+        fitted["beta"] = default_config.replay_buffer_config.get("beta", 0.0)  # type: ignore[attr-defined]
+    if fitted != buffer:
+        config.training(replay_buffer_config=fitted)  # type: ignore[call-arg]
+
+
 def _normalize_rewards(values: LineDict, config: AlgorithmConfig, where: str) -> None:
     """``normalize_rewards: true``: :mod:`envsdk.training.reward_normalization`'s learner piece."""
     if not isinstance(config, reward_normalization.on_policy_configs()):
@@ -658,6 +690,7 @@ def build_config(
                 config.rl_module(rl_module_spec=model.module_spec)
             if model.model_config:
                 config.rl_module(model_config=model.model_config)
+            _fit_replay_buffer(config, default_config, values)
             if self_play_settings is not None:
                 _self_play(
                     config, self_play_settings, info, multi_agent, model, env_hooks, env_config, values

@@ -10,13 +10,14 @@ holds transitions in arrays and hands the learner a batch, which skips the
 learner connector.
 
 They take that path only where it gives the learner the same columns RLlib's
-path would: one module (no multi-agent), no recurrent state, RLlib's own
-``EpisodeReplayBuffer`` or ``PrioritizedEpisodeReplayBuffer`` (same
-capacity, ``alpha`` and ``beta``), and no learner connector of the user's
-(``learner_connector``, or ``add_default_connectors_to_learner_pipeline:
-false``).  Anything else trains exactly as RLlib's DQN and SAC do.  The
-classes keep RLlib's names, so trial folders, results and checkpoints read as
-before.
+path would: no recurrent state, one of RLlib's own episode buffers
+(``EpisodeReplayBuffer``, ``PrioritizedEpisodeReplayBuffer`` or their
+``MultiAgent`` counterparts, same capacity, ``alpha`` and ``beta``; for
+several modules, the ``independent`` replay mode: each module sampled on its
+own), and no learner connector of the user's (``learner_connector``, or
+``add_default_connectors_to_learner_pipeline: false``).  Anything else trains
+exactly as RLlib's DQN and SAC do.  The classes keep RLlib's names, so trial
+folders, results and checkpoints read as before.
 """
 
 from __future__ import annotations
@@ -49,10 +50,22 @@ from ray.rllib.utils.metrics import (
 )
 from ray.rllib.utils.numpy import convert_to_numpy
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
+from ray.rllib.utils.replay_buffers.multi_agent_episode_buffer import MultiAgentEpisodeReplayBuffer
+from ray.rllib.utils.replay_buffers.multi_agent_prioritized_episode_buffer import (
+    MultiAgentPrioritizedEpisodeReplayBuffer,
+)
 from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import PrioritizedEpisodeReplayBuffer
 
 from envsdk import internals
-from envsdk.training.transition_replay import TransitionReplayBuffer
+from envsdk.training.transition_replay import ModuleTransitions
+
+# RLlib's buffers whose batches the transition buffers reproduce; True: prioritized.
+EPISODE_BUFFERS: dict[type, bool] = {
+    EpisodeReplayBuffer: False,
+    PrioritizedEpisodeReplayBuffer: True,
+    MultiAgentEpisodeReplayBuffer: False,
+    MultiAgentPrioritizedEpisodeReplayBuffer: True,
+}
 
 REPLAY_BUFFER = "transition_replay_buffer"  # its key in the Algorithm's state (checkpoints)
 
@@ -62,12 +75,13 @@ def why_not_transitions(algo: Any) -> str | None:
     config = algo.config
     if not config.enable_env_runner_and_connector_v2:
         return "the old API stack"
-    if config.is_multi_agent:
-        return "several modules (multi-agent)"
     if getattr(algo, "_module_is_stateful", False):
         return "a recurrent module"
-    if type(algo.local_replay_buffer) not in (EpisodeReplayBuffer, PrioritizedEpisodeReplayBuffer):
+    if type(algo.local_replay_buffer) not in EPISODE_BUFFERS:
         return f"replay buffer {type(algo.local_replay_buffer).__name__}"
+    mode = config.replay_buffer_config.get("replay_mode", "independent")
+    if config.is_multi_agent and mode != "independent":
+        return f"replay_mode {mode}"
     if (
         internals.learner_connector_setting(config) is not None
         or not config.add_default_connectors_to_learner_pipeline
@@ -84,12 +98,17 @@ class TransitionReplay:
         algo: Any = self
         self.replays_transitions = why_not_transitions(algo) is None
         if self.replays_transitions:
-            settings = algo.config.replay_buffer_config
-            prioritized = isinstance(algo.local_replay_buffer, PrioritizedEpisodeReplayBuffer)
-            algo.local_replay_buffer = TransitionReplayBuffer(
+            config = algo.config
+            settings = config.replay_buffer_config
+            trained = config.policies_to_train
+            algo.local_replay_buffer = ModuleTransitions(
                 settings.get("capacity", 10_000),
-                alpha=settings.get("alpha", 1.0) if prioritized else None,
-                seed=algo.config.seed,
+                alpha=settings.get("alpha", 1.0) if EPISODE_BUFFERS[type(algo.local_replay_buffer)] else None,
+                seed=config.seed,
+                multi_agent=config.is_multi_agent,
+                # A module nobody trains needs no replay (self-play's frozen snapshots, say).
+                modules=set(trained) if isinstance(trained, list | set | tuple | frozenset) else None,
+                default_module=DEFAULT_MODULE_ID,
             )
 
     def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> Any:
@@ -147,12 +166,14 @@ class TransitionReplay:
             sum(sampled.values()) if by_agents else sampled
         ) < config.num_steps_sampled_before_learning_starts:
             return
-        buffer: TransitionReplayBuffer = algo.local_replay_buffer
+        buffer: ModuleTransitions = algo.local_replay_buffer
+        if not len(buffer):
+            return  # e.g. no agent of a trained module has acted yet
         # Priorities need every update's TD errors; otherwise the learner reduces its metrics once.
         reduce_each = buffer.prioritized or not algo.learner_group.is_local
         for i in range(sample_and_train_weight):
             with metrics.log_time((TIMERS, REPLAY_BUFFER_SAMPLE_TIMER)):
-                columns = buffer.sample(
+                per_module = buffer.sample(
                     config.total_train_batch_size,
                     n_step=config.n_step,
                     gamma=config.gamma,
@@ -160,7 +181,8 @@ class TransitionReplay:
                 )
                 metrics.log_dict(buffer.get_metrics(), key=REPLAY_BUFFER_RESULTS, window=1)
             batch = MultiAgentBatch(
-                {DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=config.total_train_batch_size
+                {mid: SampleBatch(columns) for mid, columns in per_module.items()},
+                env_steps=config.total_train_batch_size,
             )
             timesteps = {
                 key: metrics.peek((ENV_RUNNER_RESULTS, key))
@@ -181,8 +203,8 @@ class TransitionReplay:
                             ]
                 metrics.aggregate(learner_results, key=LEARNER_RESULTS)
             with metrics.log_time((TIMERS, REPLAY_BUFFER_UPDATE_PRIOS_TIMER)):
-                if buffer.prioritized and td_errors.get(DEFAULT_MODULE_ID):
-                    buffer.update_priorities(np.concatenate(td_errors[DEFAULT_MODULE_ID]))
+                if buffer.prioritized:
+                    buffer.update_priorities({m: np.concatenate(e) for m, e in td_errors.items() if e})
 
         with metrics.log_time((TIMERS, SYNCH_WORKER_WEIGHTS_TIMER)):
             algo.env_runner_group.sync_weights(

@@ -1,4 +1,4 @@
-"""A replay buffer of single-agent transitions in flat arrays, sampled straight into a train batch.
+"""Replay buffers of transitions in flat arrays, sampled straight into a train batch.
 
 RLlib 2.60's ``EpisodeReplayBuffer`` keeps whole episodes and samples each
 transition as a one-step ``SingleAgentEpisode`` (a slice of the stored
@@ -25,10 +25,18 @@ An episode arrives in chunks (every ``sample()`` of an env runner ends with
 the open episodes cut); consecutive chunks of one episode are linked, so an
 n-step return runs across the cut.  Each row records its episode and step,
 and a link to an overwritten row is never followed.
+
+:class:`ModuleTransitions` holds one such buffer per RLlib module: a
+multi-agent episode's agents each go to their module's buffer (an agent's own
+steps: its observation, action, the rewards until it next observes, and that
+next observation), and each module is sampled on its own, as RLlib's
+multi-agent buffers do in their ``independent`` replay mode.
 """
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Collection
 from typing import Any
 
 import numpy as np
@@ -88,7 +96,12 @@ class TransitionReplayBuffer:
     """
 
     def __init__(
-        self, capacity: int = 10_000, *, alpha: float | None = None, seed: int | None = None, **_: Any
+        self,
+        capacity: int = 10_000,
+        *,
+        alpha: float | None = None,
+        seed: int | list[int] | None = None,
+        **_: Any,
     ):
         if capacity < 1:
             raise ValueError(f"replay buffer capacity must be at least 1, got {capacity}")
@@ -317,3 +330,94 @@ class TransitionReplayBuffer:
         self._max_priority = state["max_priority"]
         self.added_lifetime = state["added_lifetime"]
         self.sampled_lifetime = state["sampled_lifetime"]
+
+
+class ModuleTransitions:
+    """One :class:`TransitionReplayBuffer` per module, filled from single- or multi-agent episodes.
+
+    ``capacity`` holds per module (RLlib's multi-agent buffers count env steps, each of which
+    holds one step of every agent).  ``multi_agent``: metrics count agent steps, per module.
+    ``modules``: the modules whose transitions are kept (those trained); None keeps every
+    module's.  Module ids are strings, as RLlib's are, so that the metrics and checkpoint state
+    keep them as keys.
+    """
+
+    def __init__(
+        self,
+        capacity: int = 10_000,
+        *,
+        alpha: float | None = None,
+        seed: int | None = None,
+        multi_agent: bool = False,
+        modules: Collection[str] | None = None,
+        default_module: str = "default_policy",
+    ):
+        self.capacity = capacity
+        self.alpha = alpha
+        self.seed = seed
+        self.multi_agent = multi_agent
+        self.modules = None if modules is None else set(modules)
+        self.default_module = default_module
+        self.buffers: dict[str, TransitionReplayBuffer] = {}
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.buffers.values())
+
+    @property
+    def prioritized(self) -> bool:
+        return self.alpha is not None
+
+    def buffer(self, module_id: str) -> TransitionReplayBuffer:
+        if module_id not in self.buffers:
+            # Each module draws from its own generator, seeded from the run's seed and its name.
+            seed = None if self.seed is None else [self.seed, zlib.crc32(str(module_id).encode())]
+            self.buffers[module_id] = TransitionReplayBuffer(self.capacity, alpha=self.alpha, seed=seed)
+        return self.buffers[module_id]
+
+    def add(self, episodes: Any) -> None:
+        """Store these (numpy'd) episode chunks: ``SingleAgentEpisode``s go to the default module,
+        each agent of a ``MultiAgentEpisode`` to the module it is mapped to."""
+        for episode in episodes if isinstance(episodes, list | tuple) else [episodes]:
+            agents = getattr(episode, "agent_episodes", None)
+            if agents is None:
+                self.buffer(self.default_module).add(episode)
+                continue
+            for agent_id, agent_episode in agents.items():
+                module_id = episode.module_for(agent_id)
+                if self.modules is None or module_id in self.modules:
+                    self.buffer(module_id).add(agent_episode)
+
+    def sample(self, num_items: int, **kwargs: Any) -> dict[str, dict[str, Any]]:
+        """``num_items`` rows of every module that has any (keyword arguments: TransitionReplayBuffer's)."""
+        return {mid: b.sample(num_items, **kwargs) for mid, b in self.buffers.items() if len(b)}
+
+    def update_priorities(self, td_errors: dict[str, np.ndarray]) -> None:
+        """Each module's TD errors for the rows of its last sample."""
+        for module_id, errors in td_errors.items():
+            if module_id in self.buffers:
+                self.buffers[module_id].update_priorities(errors)
+
+    def get_metrics(self) -> dict[str, Any]:
+        """The single-agent buffer's names for one default module; agent steps per module otherwise."""
+        per_module = {mid: b.get_metrics() for mid, b in self.buffers.items()}
+        if not self.multi_agent:
+            return per_module.get(self.default_module) or TransitionReplayBuffer().get_metrics()
+        return {
+            "num_agent_steps_stored": sum(m["num_env_steps_stored"] for m in per_module.values()),
+            "num_agent_steps_added_lifetime": sum(
+                m["num_env_steps_added_lifetime"] for m in per_module.values()
+            ),
+            "num_agent_steps_sampled_lifetime": sum(
+                m["num_env_steps_sampled_lifetime"] for m in per_module.values()
+            ),
+            "num_module_steps_stored": {mid: m["num_env_steps_stored"] for mid, m in per_module.items()},
+        }
+
+    def get_state(self) -> dict[str, Any]:
+        return {"modules": {mid: b.get_state() for mid, b in self.buffers.items()}}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`get_state`'s dict, or a lone buffer's (checkpoints from before modules)."""
+        modules = state.get("modules", {self.default_module: state})
+        for module_id, module_state in modules.items():
+            self.buffer(module_id).set_state(module_state)
