@@ -183,6 +183,7 @@ def test_local_ray_only_when_needed_and_gone_after(tmp_path, runners):
         )  # fmt: skip
         assert out.returncode == 0, out.stderr[-3000:]
         assert "done: cartpole-ppo" in out.stdout and "autoscaler" not in out.stderr
+        assert "gputil" not in out.stderr  # advice about a package nobody needs, once per algorithm
         assert bool(list(temp.glob("session_*"))) is (runners > 0)
         assert not processes_mentioning(str(temp))
         assert (trial_dirs(tmp_path)[0] / "checkpoint_000000" / "algorithm_state.pkl").is_file()
