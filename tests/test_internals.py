@@ -562,3 +562,17 @@ def test_a_learner_update_without_reduce_leaves_its_metrics_to_the_next(tmp_path
         internals.update_without_reduce(group, batch=batch, timesteps=timesteps)
         result = group.update(batch=batch, timesteps=timesteps)[0]
         assert result[ALL_MODULES]["num_env_steps_trained"].peek() == 32  # both updates' 16 steps
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_importing_envsdk_leaves_the_collector_as_it_was_with_the_import_frozen(collecting):
+    code = (
+        "import gc\n"
+        f"{'' if collecting else 'gc.disable()'}\n"
+        "import envsdk\n"
+        "print(gc.isenabled(), gc.get_freeze_count())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    enabled, frozen = out.stdout.split()
+    assert enabled == str(collecting)
+    assert int(frozen) > 100_000  # RLlib's, torch's and Ray's objects
