@@ -203,3 +203,34 @@ def test_no_player_outlives_an_interrupted_training(ray_address, tmp_path, sig):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     _no_players_left(before)
+
+
+def test_dqn_replays_a_unity_games_agents(train, tmp_path):
+    """Off-policy replay on a Unity game: masked actions, a new agent id every episode (whose
+    per-agent metrics are dropped, the agent step counts among them)."""
+    before = player_pids()
+    settings = {
+        "run": "DQN",
+        "env": "unity",
+        "stop": {"training_iteration": 2},
+        "checkpoint_at_end": True,
+        "config": {
+            "env_config": {
+                "file_name": "builds/Chase",
+                "no_graphics": True,
+                "additional_args": ["--max-steps", "30"],
+            },
+            "num_env_runners": 0,
+            "train_batch_size": 64,
+            "num_steps_sampled_before_learning_starts": 64,
+            "min_sample_timesteps_per_iteration": 200,
+        },
+    }
+    (tmp_path / "chase-dqn.yaml").write_text(json.dumps({"chase-dqn": settings}))
+    out = train("-f", str(tmp_path / "chase-dqn.yaml"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (trial,) = trial_dirs(train.results)
+    last = progress_rows(trial)[-1]
+    assert float(last["replay_buffer/num_module_steps_stored/Chase"]) > 0
+    assert float(last["learners/Chase/qf_loss"]) > 0
+    _no_players_left(before)

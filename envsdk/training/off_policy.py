@@ -185,8 +185,13 @@ class TransitionReplay:
                 env_steps=config.total_train_batch_size,
             )
             timesteps = {
-                key: metrics.peek((ENV_RUNNER_RESULTS, key))
-                for key in (NUM_ENV_STEPS_SAMPLED_LIFETIME, NUM_AGENT_STEPS_SAMPLED_LIFETIME)
+                NUM_ENV_STEPS_SAMPLED_LIFETIME: metrics.peek(
+                    (ENV_RUNNER_RESULTS, NUM_ENV_STEPS_SAMPLED_LIFETIME)
+                ),
+                # per agent id; none where agents get a new id every episode (Unity: metrics dropped)
+                NUM_AGENT_STEPS_SAMPLED_LIFETIME: metrics.peek(
+                    (ENV_RUNNER_RESULTS, NUM_AGENT_STEPS_SAMPLED_LIFETIME), default={}
+                ),
             }
             with metrics.log_time((TIMERS, LEARNER_UPDATE_TIMER)):
                 if not reduce_each and i < sample_and_train_weight - 1:
