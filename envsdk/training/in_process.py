@@ -50,7 +50,7 @@ from envsdk.training.failures import explain
 from envsdk.training.interrupt import SignalCatcher
 from envsdk.training.logger_callbacks import InProcessLoggers
 from envsdk.training.outcome import Outcome
-from envsdk.training.plots import plot_reward_curve
+from envsdk.training.plots import Painter, plot_reward_curve
 from envsdk.training.resources import main_process_cpus
 
 
@@ -267,55 +267,56 @@ def run_trial(
     result: dict[str, Any] = {}
     algo = None
     _compute_threads(built)
-    catcher.install()
-    try:
-        algo = built.algo_class(config=built.config)
-        if start_from is not None:
-            algo.load_checkpoint(str(start_from))
-            offset_iter -= algo.iteration  # RLlib restores its iteration count, not its clock
-        loggers.start()
-        while True:
-            result = algo.train()
-            # The counters go on from the checkpoint, as when Tune restores a trial.
-            result["training_iteration"] += offset_iter
-            result["time_total_s"] += offset_time
-            result["trial_id"] = trial_id
-            log.append(result)
-            loggers.result(result)
-            progress.show(format_line(exp.name, result, exp.stop))
-            problem = criteria.missing(result)
-            if problem:
-                raise UserError(problem, "fix the stop key in the YAML")
-            finished = criteria.reached(result)
-            if (
-                catcher.signal_name
-                or (finished and exp.checkpoint_at_end)
-                or (exp.checkpoint_freq and result["training_iteration"] % exp.checkpoint_freq == 0)
-            ):
-                checkpointer.save(algo, result)
-            if finished or catcher.signal_name:
-                break
-    except KeyboardInterrupt:
-        if not catcher.signal_name:
+    with Painter() as painter:  # imports matplotlib on an idle core while the trial trains
+        catcher.install()
+        try:
+            algo = built.algo_class(config=built.config)
+            if start_from is not None:
+                algo.load_checkpoint(str(start_from))
+                offset_iter -= algo.iteration  # RLlib restores its iteration count, not its clock
+            loggers.start()
+            while True:
+                result = algo.train()
+                # The counters go on from the checkpoint, as when Tune restores a trial.
+                result["training_iteration"] += offset_iter
+                result["time_total_s"] += offset_time
+                result["trial_id"] = trial_id
+                log.append(result)
+                loggers.result(result)
+                progress.show(format_line(exp.name, result, exp.stop))
+                problem = criteria.missing(result)
+                if problem:
+                    raise UserError(problem, "fix the stop key in the YAML")
+                finished = criteria.reached(result)
+                if (
+                    catcher.signal_name
+                    or (finished and exp.checkpoint_at_end)
+                    or (exp.checkpoint_freq and result["training_iteration"] % exp.checkpoint_freq == 0)
+                ):
+                    checkpointer.save(algo, result)
+                if finished or catcher.signal_name:
+                    break
+        except KeyboardInterrupt:
+            if not catcher.signal_name:
+                raise
+            # a second signal: stop without a checkpoint
+        except UserError:
             raise
-        # a second signal: stop without a checkpoint
-    except UserError:
-        raise
-    except Exception as err:
-        # Reported as Tune reports a failed trial: one line now, the traceback in the trial folder.
-        (trial_dir / "error.txt").write_text(traceback.format_exc())
-        root = _root_cause(err)
-        message = f"{type(root).__name__}: {root}"
-        cause = explain(message, errors_dir, since)
-        errors.append(f"{trial_dir}: {cause}" + (" (traceback in error.txt)" if cause == message else ""))
-    finally:
-        catcher.uninstall()
-        progress.finish()
-        log.close()
-        loggers.end(failed=bool(errors))
-        # Env runners and learners elsewhere take a while to stop: the reward plot is drawn meanwhile.
-        with _stopping(algo):
-            plot = plot_reward_curve(trial_dir, exp.name)
+        except Exception as err:
+            # Reported as Tune reports a failed trial: one line now, the traceback in the trial folder.
+            (trial_dir / "error.txt").write_text(traceback.format_exc())
+            root = _root_cause(err)
+            message = f"{type(root).__name__}: {root}"
+            cause = explain(message, errors_dir, since)
+            errors.append(f"{trial_dir}: {cause}" + (" (traceback in error.txt)" if cause == message else ""))
+        finally:
+            catcher.uninstall()
+            progress.finish()
+            log.close()
+            loggers.end(failed=bool(errors))
+            # Env runners and learners elsewhere take a while to stop: the reward plot is drawn meanwhile.
+            with _stopping(algo):
+                plot = plot_reward_curve(trial_dir, exp.name, painter)
     return Outcome.from_result(
         exp.name,
         exp_dir,

@@ -1,0 +1,68 @@
+"""The reward figure (PNG) drawn from rows already read; run as a script, the process that draws it.
+
+This module imports nothing from envsdk, so that ``python reward_figure.py``
+starts in a fraction of a second without RLlib.  ``plots.Painter`` starts it
+as a trial begins: it imports matplotlib (0.2 s here) on an idle core while
+the trial trains, then draws the figure from one JSON job on its stdin when
+the trial ends.  Its stdin closed with no job, it exits.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, BinaryIO
+
+
+def draw(rows: list[dict[str, Any]], title: str, out: Path | BinaryIO) -> None:
+    """Return against env steps and wall time, and self-play's ELO in a third panel when rows carry it.
+
+    ``rows``: per iteration, ``steps``, ``time``, ``return`` and ``elo`` (policy -> rating).
+    """
+    from matplotlib.figure import Figure  # not pyplot: no GUI backend to pick, a third faster to import
+
+    policies = sorted({p for r in rows for p in r["elo"]})
+    fig = Figure(figsize=(15 if policies else 10, 3.6))
+    axes = fig.subplots(1, 3 if policies else 2)
+    ax1, ax2 = axes[0], axes[1]
+    ax2.sharey(ax1)
+    if policies:
+        ax3 = axes[2]
+        for policy in policies:
+            points = [(r["steps"], r["elo"][policy]) for r in rows if policy in r["elo"]]
+            ax3.plot([s for s, _ in points], [e for _, e in points], label=policy)
+        ax3.set_xlabel("env steps")
+        ax3.set_ylabel("ELO (self-play)")
+        ax3.legend(fontsize=8)
+        ax3.grid(alpha=0.3)
+    ax1.plot([r["steps"] for r in rows], [r["return"] for r in rows], color="tab:blue")
+    ax1.set_xlabel("env steps")
+    ax1.set_ylabel("mean episode return")
+    ax2.plot([r["time"] for r in rows], [r["return"] for r in rows], color="tab:orange")
+    ax2.set_xlabel("wall time (s)")
+    for ax in (ax1, ax2):
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(out, dpi=100, format="png")
+
+
+def _serve() -> None:
+    # Ctrl-C reaches the whole foreground process group; train.py answers the first one by
+    # checkpointing and stopping, and still wants its figure.  Its own exit closes our stdin.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # What this process is started early to do: import matplotlib and draw once (fonts, PNG writer).
+    draw([{"steps": 0, "time": 0, "return": 0, "elo": {}}], "", io.BytesIO())
+    text = sys.stdin.read()
+    if text:
+        job = json.loads(text)
+        draw(job["rows"], job["title"], Path(job["out"]))
+    os._exit(0)  # the figure is written and closed; the interpreter's teardown would cost 0.1 s more
+
+
+if __name__ == "__main__":
+    _serve()

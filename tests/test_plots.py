@@ -1,0 +1,108 @@
+"""Reward figures: drawn by the painter process started with the trial, else in the training process."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from envsdk.progress import RETURN, STEPS
+from envsdk.training import plots
+from envsdk.training.plots import Painter, plot_reward_curve
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def write_progress(trial: Path, rows: int, elo: bool = False) -> None:
+    columns = [STEPS, "time_total_s", RETURN] + (["self_play/main/elo"] if elo else [])
+    with (trial / "progress.csv").open("w", newline="") as fh:
+        out = csv.writer(fh)
+        out.writerow(columns)
+        for i in range(rows):
+            out.writerow([1000 * i, 0.5 * i, "" if i == 0 else 10.0 * i] + ([1200 + i] if elo else []))
+
+
+def painter_pids() -> list[int]:
+    """Live painter processes started by this process."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            command = (entry / "cmdline").read_bytes()
+        except (OSError, IndexError):
+            continue
+        if parent == os.getpid() and b"reward_figure.py" in command:
+            found.append(int(entry.name))
+    return found
+
+
+def gone(pid: int) -> bool:
+    """Ended and reaped (a zombie still has its /proc entry)."""
+    return not Path(f"/proc/{pid}").exists()
+
+
+def ignores_sigint(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    ignored = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), 16)
+    return bool(ignored & (1 << (signal.SIGINT - 1)))
+
+
+def no_drawing_here(*args: object) -> None:
+    raise AssertionError("drawn in the training process")
+
+
+@pytest.mark.parametrize("elo", [False, True])
+def test_the_painter_draws_the_figure_and_ends(tmp_path, monkeypatch, elo):
+    write_progress(tmp_path, 12, elo=elo)
+    monkeypatch.setattr(plots, "draw", no_drawing_here)
+    with Painter() as painter:
+        (pid,) = painter_pids()
+        out = plot_reward_curve(tmp_path, "a title", painter)
+        assert gone(pid)
+    assert out == tmp_path / "reward.png"
+    data = out.read_bytes()
+    assert data.startswith(PNG)
+    width = int.from_bytes(data[16:20], "big")
+    assert width == (1500 if elo else 1000)  # the ELO panel widens the figure (dpi 100)
+
+
+def test_a_painter_that_died_leaves_the_figure_to_this_process(tmp_path):
+    write_progress(tmp_path, 5)
+    with Painter() as painter:
+        (pid,) = painter_pids()
+        os.kill(pid, signal.SIGKILL)
+        out = plot_reward_curve(tmp_path, "", painter)
+        assert gone(pid)
+    assert out is not None and out.read_bytes().startswith(PNG)
+
+
+def test_the_painter_outlives_a_ctrl_c_to_the_process_group(tmp_path, monkeypatch):
+    """train.py answers the first Ctrl-C by checkpointing and stopping: the figure is still wanted."""
+    write_progress(tmp_path, 5)
+    monkeypatch.setattr(plots, "draw", no_drawing_here)
+    with Painter() as painter:
+        (pid,) = painter_pids()
+        deadline = time.monotonic() + 30
+        while not ignores_sigint(pid):  # past its interpreter's start-up
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        os.kill(pid, signal.SIGINT)
+        assert plot_reward_curve(tmp_path, "", painter) is not None
+
+
+def test_a_painter_with_nothing_to_draw_ends_with_the_block(tmp_path):
+    with Painter():
+        (pid,) = painter_pids()
+    assert gone(pid)
+    assert plot_reward_curve(tmp_path, "") is None  # no progress.csv: no figure, nothing started
+    write_progress(tmp_path, 1)  # one row, and its return is empty
+    with Painter() as painter:
+        (pid,) = painter_pids()
+        assert plot_reward_curve(tmp_path, "", painter) is None
+    assert gone(pid)
