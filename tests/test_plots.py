@@ -106,3 +106,12 @@ def test_a_painter_with_nothing_to_draw_ends_with_the_block(tmp_path):
         (pid,) = painter_pids()
         assert plot_reward_curve(tmp_path, "", painter) is None
     assert gone(pid)
+
+
+def test_no_interpreter_to_start_leaves_the_figure_to_this_process(tmp_path, monkeypatch):
+    write_progress(tmp_path, 5)
+    monkeypatch.setattr(plots.sys, "executable", str(tmp_path / "no-python"))
+    with Painter() as painter:
+        assert painter_pids() == []
+        out = plot_reward_curve(tmp_path, "", painter)
+    assert out is not None and out.read_bytes().startswith(PNG)

@@ -60,13 +60,14 @@ class Painter:
         self._proc: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Painter:
-        self._proc = subprocess.Popen(
-            # -P: envsdk/training (the script's folder) stays off sys.path: its modules could shadow others
-            [sys.executable, "-P", reward_figure.__file__],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        with contextlib.suppress(OSError):  # no interpreter to start (an embedded Python): drawn here
+            self._proc = subprocess.Popen(
+                # -P: the script's folder (envsdk/training) stays off sys.path; its modules would shadow
+                [sys.executable, "-P", reward_figure.__file__],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         return self
 
     def __exit__(self, *exc: object) -> None:
