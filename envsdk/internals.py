@@ -146,6 +146,25 @@ def update_without_reduce(learner_group: Any, **kwargs: Any) -> None:
     learner_group.update(_no_metrics_reduce=True, **kwargs)
 
 
+def _string_keys(tree_: Any) -> Any:
+    if not isinstance(tree_, dict):
+        return tree_
+    return {k if isinstance(k, str) else str(k): _string_keys(v) for k, v in tree_.items()}
+
+
+def replay_metrics_with_string_agent_ids(buffer: Any) -> None:
+    """Make ``buffer.get_metrics()`` key its per-agent metrics by ``str(agent_id)``, as env runners do.
+
+    RLlib 2.60's multi-agent episode buffers log their per-agent counts under the env's agent ids
+    as they are, and ``training_step`` adds them to the Algorithm's ``MetricsLogger``, whose
+    ``get_state`` joins key paths with ``"--"``: with integer agent ids (0, 1, ...) the first
+    checkpoint fails (``TypeError: sequence item 2: expected str instance, int found``).
+    Only RLlib's own replay path (a recurrent module, a learner connector of the user's) has them.
+    """
+    reduce = buffer.get_metrics
+    buffer.get_metrics = lambda: _string_keys(reduce())
+
+
 # Where an RLlib checkpoint keeps its env runner's env-to-module connector pieces, each in a
 # folder with class_and_ctor_args.pkl ({"class": ..., ...}) and state.pkl (the piece's get_state()).
 ENV_TO_MODULE_PIECES = ("env_runner", "env_to_module_connector")

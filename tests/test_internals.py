@@ -576,3 +576,46 @@ def test_importing_envsdk_leaves_the_collector_as_it_was_with_the_import_frozen(
     enabled, frozen = out.stdout.split()
     assert enabled == str(collecting)
     assert int(frozen) > 100_000  # RLlib's, torch's and Ray's objects
+
+
+def _int_agent_episodes():
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    config = (
+        DQNConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda aid, *a, **k: f"p{aid}")
+        .env_runners(num_env_runners=0)
+    )
+    return MultiAgentEnvRunner(config=config).sample(num_timesteps=40, random_actions=True)
+
+
+@pytest.mark.parametrize(
+    "buffer", ["MultiAgentEpisodeReplayBuffer", "MultiAgentPrioritizedEpisodeReplayBuffer"]
+)
+def test_replay_metrics_keyed_by_int_agent_ids_fail_a_checkpoint_unless_stringified(buffer):
+    """The RLlib behaviour replay_metrics_with_string_agent_ids works around; when the first
+    assertion fails, drop the workaround."""
+    from ray.rllib.utils import replay_buffers
+    from ray.rllib.utils.metrics import REPLAY_BUFFER_RESULTS
+    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
+
+    episodes = _int_agent_episodes()
+
+    def checkpointed_metrics(wrap: bool) -> dict:
+        replay = getattr(replay_buffers, buffer)(capacity=1000)
+        if wrap:
+            internals.replay_metrics_with_string_agent_ids(replay)
+        replay.add(episodes)
+        replay.sample(num_items=8)
+        logger = MetricsLogger()
+        logger.aggregate([replay.get_metrics()], key=REPLAY_BUFFER_RESULTS)
+        return logger.get_state()["stats"]
+
+    with pytest.raises(TypeError, match="expected str instance, int found"):
+        checkpointed_metrics(wrap=False)
+    stats = checkpointed_metrics(wrap=True)
+    per_agent = [k for k in stats if k.endswith(("--0", "--1"))]
+    assert per_agent, sorted(stats)  # the agents' counts are kept, under "0" and "1"

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 import tree
 import yaml
+from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.replay_buffers.episode_replay_buffer import EpisodeReplayBuffer
 
@@ -428,6 +429,42 @@ def test_a_module_nobody_trains_gets_no_replay_and_the_others_train():
             assert set(algo.local_replay_buffer.buffers) == {"policy_x"}
             learners = result["learners"]
             assert "qf_loss" in learners["policy_x"] and "qf_loss" not in learners.get("policy_y", {})
+        finally:
+            algo.stop()
+
+
+class PassThrough(ConnectorV2):
+    """A learner connector piece of the user's (it changes nothing): RLlib's replay path stays."""
+
+    def __call__(self, *, rl_module, batch, episodes, **kwargs):
+        return batch
+
+
+@pytest.mark.slow
+def test_rllibs_multi_agent_replay_with_int_agent_ids_checkpoints(tmp_path):
+    """RLlib's path logs the buffer's per-agent metrics; keyed by int ids they failed the checkpoint."""
+    from ray.rllib.algorithms.dqn import DQNConfig
+    from ray.rllib.examples.envs.classes.multi_agent import MultiAgentCartPole
+
+    config = (
+        DQNConfig()
+        .environment(MultiAgentCartPole, env_config={"num_agents": 2})
+        .multi_agent(policies={"p0", "p1"}, policy_mapping_fn=lambda aid, *a, **k: f"p{aid}")
+        .env_runners(num_env_runners=0)
+        .training(train_batch_size=16, replay_buffer_config={"type": "MultiAgentEpisodeReplayBuffer"})
+        .learners(learner_connector=lambda *spaces: PassThrough())
+    )
+    config.update_from_dict({"num_steps_sampled_before_learning_starts": 20})
+    with internals.without_object_store():
+        algo = off_policy.DQN(config=config)
+        try:
+            assert off_policy.why_not_transitions(algo) == "a learner connector of its own"
+            for _ in range(2):
+                result = algo.train()
+            assert "qf_loss" in result["learners"]["p0"]
+            assert set(result["replay_buffer"]["num_agent_steps_added"]) >= {"0", "1"}
+            algo.save_to_path(str(tmp_path / "checkpoint"))
+            assert (tmp_path / "checkpoint" / "algorithm_state.pkl").is_file()
         finally:
             algo.stop()
 

@@ -110,6 +110,8 @@ class TransitionReplay:
                 modules=set(trained) if isinstance(trained, list | set | tuple | frozenset) else None,
                 default_module=DEFAULT_MODULE_ID,
             )
+        elif algo.config.is_multi_agent and hasattr(algo.local_replay_buffer, "get_metrics"):
+            internals.replay_metrics_with_string_agent_ids(algo.local_replay_buffer)
 
     def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> Any:
         """RLlib's state, plus the stored transitions with ``store_buffer_in_checkpoints: true``.
