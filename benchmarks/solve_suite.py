@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,14 +73,15 @@ TASKS = {
 }  # fmt: skip
 
 
-def run_ours(task: Task, seed: int, cap: float) -> dict:
+def run_ours(task: Task, seed: int, cap: float, flags: Sequence[str] = ()) -> dict:
+    """One whole ``train.py`` process; ``flags``: more of its flags (``--config.lr=0.001``)."""
     with tempfile.TemporaryDirectory() as tmp:
         start = time.perf_counter()
         proc = subprocess.run(
             [
                 sys.executable, str(ROOT / "train.py"), "-f", task.config, "--seed", str(seed),
                 "--local-dir", tmp,
-                "--stop-time", str(cap), f"--config.metrics_num_episodes_for_smoothing={WINDOW}",
+                "--stop-time", str(cap), f"--config.metrics_num_episodes_for_smoothing={WINDOW}", *flags,
             ],
             capture_output=True, text=True, cwd=ROOT,
         )  # fmt: skip
