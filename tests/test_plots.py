@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from envsdk.cluster.ray_session import children_running
 from envsdk.progress import RETURN, STEPS
 from envsdk.training import plots
 from envsdk.training.plots import Painter, plot_reward_curve
@@ -28,18 +29,7 @@ def write_progress(trial: Path, rows: int, elo: bool = False) -> None:
 
 def painter_pids() -> list[int]:
     """Live painter processes started by this process."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            command = (entry / "cmdline").read_bytes()
-        except (OSError, IndexError):
-            continue
-        if parent == os.getpid() and b"reward_figure.py" in command:
-            found.append(int(entry.name))
-    return found
+    return children_running(b"reward_figure.py")
 
 
 def gone(pid: int) -> bool:

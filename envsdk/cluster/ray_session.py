@@ -88,13 +88,13 @@ def stop_ray() -> None:
     import ray
 
     if _started_here == [os.getpid()] and Path("/proc").is_dir():
-        for pid in _children_running(b"autoscaler/_private/monitor.py"):
+        for pid in children_running(b"autoscaler/_private/monitor.py"):
             os.kill(pid, signal.SIGKILL)
     ray.shutdown()
     _started_here.clear()
 
 
-def _children_running(script: bytes) -> list[int]:
+def children_running(script: bytes) -> list[int]:
     """Our child processes whose command line contains ``script``."""
     found = []
     for proc in Path("/proc").iterdir():

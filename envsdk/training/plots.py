@@ -72,28 +72,25 @@ class Painter:
 
     def __exit__(self, *exc: object) -> None:
         proc, self._proc = self._proc, None
-        if proc is None:
-            return
-        with contextlib.suppress(OSError):
-            proc.stdin.close()  # type: ignore[union-attr]  # no job: it exits
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        if proc is not None:
+            _finish(proc, None, timeout=5)  # stdin closed with no job: it exits
 
     def paint(self, rows: list[dict[str, Any]], title: str, out: Path) -> bool:
         """Have the painter draw ``out``; False if it could not (then nothing of it is left running)."""
         proc, self._proc = self._proc, None
         if proc is None:
             return False
-        job = json.dumps({"rows": rows, "title": title, "out": str(out)}).encode()
-        try:
-            proc.communicate(job, timeout=60)
-        except (OSError, subprocess.TimeoutExpired):
-            proc.kill()
-            proc.wait()
+        _finish(proc, json.dumps({"rows": rows, "title": title, "out": str(out)}).encode(), timeout=60)
         return proc.returncode == 0 and out.is_file()
+
+
+def _finish(proc: subprocess.Popen[bytes], job: bytes | None, timeout: float) -> None:
+    """Send ``job`` (if any), close the painter's stdin and wait for it to exit; killed if it will not."""
+    try:
+        proc.communicate(job, timeout=timeout)
+    except (OSError, subprocess.TimeoutExpired):
+        proc.kill()
+        proc.wait()
 
 
 def plot_reward_curve(trial_dir: Path, title: str = "", painter: Painter | None = None) -> Path | None:
