@@ -21,6 +21,7 @@ import yaml
 from envsdk.cli.train import load, main, parser
 from envsdk.config.experiment import load_experiments
 from envsdk.errors import run_cli
+from envsdk.training.algorithm_config import SHAPES
 from tests.helpers import PLAYERS, ROOT, player_pids, progress_rows, trial_dirs
 
 BASE = "x:\n  run: PPO\n  env: CartPole-v1\n"
@@ -62,6 +63,22 @@ MISTAKES = {
     "stop-not-a-mapping": (BASE + "  stop: 100\n", ["'stop' must be a mapping"]),
     "misspelt-model-config-key": (BASE + "  config: {model_config: {fcnet_hiddenz: [8]}}\n",
                                   ["unknown model_config key 'fcnet_hiddenz'", "'fcnet_hiddens'"]),
+    "layer-sizes-a-number": (BASE + "  config:\n    model_config:\n      fcnet_hiddens: 64\n",
+                             ["bad.yaml:6", "'fcnet_hiddens' is 64", "a list of layer sizes"]),
+    "old-model-activation-typo": (BASE + "  config:\n    model:\n      fcnet_activation: rellu\n",
+                                  ["bad.yaml:6", "'fcnet_activation' is 'rellu'", "'relu'"]),
+    "initializer-not-in-place": (BASE + "  config: {model_config: {fcnet_kernel_initializer: orthogonal}}\n",
+                                 ["in-place initializer", "'orthogonal_'"]),
+    "conv-filters-flat": (BASE + "  config: {model_config: {conv_filters: [16, 4, 2]}}\n",
+                          ["[out_channels, kernel, stride]"]),
+    "grid-of-wrong-layer-sizes": (BASE + "  config: {model_config: {fcnet_hiddens: {grid_search: [[8], 8]}}}",
+                                  ["'fcnet_hiddens' is 8"]),
+    "lstm-cell-zero": (BASE + "  config: {model_config: {use_lstm: true, lstm_cell_size: 0}}\n",
+                       ["model_config key 'lstm_cell_size' is 0", ">= 1"]),
+    "eval-config-value": (BASE + "  config:\n    lr: 0.001\n    evaluation_config: {explore: often}\n",
+                          ["bad.yaml:6", "'explore' is 'often'", "a boolean", "'explore: true'"]),
+    "batch-mode-word": (BASE + "  config: {batch_mode: complete}\n",
+                        ["'batch_mode' is 'complete'", "truncate_episodes or complete_episodes"]),
     "q-network-with-ppo": (BASE + "  config: {model_config: {q_network: concat}}\n",
                            ["model_config.q_network is a setting of SAC, CQL and IQL's Q-functions"]),
     "gpus-where-none": (BASE + "  config: {num_gpus_per_learner: 1}\n",
@@ -87,6 +104,57 @@ def test_mistakes_exit_2_with_one_or_two_lines(tmp_path, capsys, case):
         assert fragment in message, (fragment, message)
     assert "Traceback" not in message
     assert not (tmp_path / "results").exists()  # nothing was started
+
+
+@pytest.mark.parametrize("key", sorted(SHAPES))
+def test_a_mapping_list_or_path_key_of_the_wrong_form_exits_2(tmp_path, capsys, key):
+    """Every key handled outside RLlib's type check (env_config, model, policies, input, ...):
+    a number instead exits 2 naming the key and its line, before the value is used."""
+    setting = f"model: {{{key}: 5}}" if key == "custom_model_config" else f"{key}: 5"
+    path = write(tmp_path, BASE + f"  config:\n    lr: 0.001\n    {setting}\n")
+    code = run_cli(main, ["-f", str(path), "--local-dir", str(tmp_path / "results")])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("notice:")]
+    assert code == 2 and err == [f"error: {path}:6: '{key}' is 5, but it takes {SHAPES[key][1]}"], err
+
+
+def _default_model_fields() -> dict[str, tuple[object, object]]:
+    """Each DefaultModelConfig key -> (a value RLlib builds with, a value of the wrong kind)."""
+    import dataclasses
+
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    out = {}
+    for f in dataclasses.fields(DefaultModelConfig):
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        if f.name.endswith("_hiddens"):
+            out[f.name] = ([8, 3], [8, 0])
+        elif f.name.endswith("_activation"):
+            out[f.name] = ("silu", "swishy")
+        elif f.name.endswith("_initializer"):
+            out[f.name] = ("xavier_uniform_", "xavier_uniform")
+        elif f.name.endswith("_kwargs"):
+            out[f.name] = ({"gain": 2.0}, 2.0)
+        elif f.name == "conv_filters":
+            out[f.name] = ([[16, [4, 4], 2], [32, 3, [1, 2]]], [[16, 4]])
+        else:  # booleans, counts and numbers: RLlib's default, and a word
+            assert isinstance(default, bool | int | float), f"{f.name}: no check for {default!r}"
+            out[f.name] = (default, "some")
+    return out
+
+
+@pytest.mark.parametrize(("key", "values"), sorted(_default_model_fields().items()))
+def test_every_default_model_key_is_checked_by_its_kind(key, values):
+    """Every key of RLlib's DefaultModelConfig: a good value passes unchanged, a wrong one is
+    refused naming the key (a field RLlib adds later fails the listing above until it has a check)."""
+    from envsdk.config.validation import check_model_config_value
+    from envsdk.errors import UserError
+
+    good, wrong = values
+    assert check_model_config_value(key, good, "f.yaml:3") == good
+    with pytest.raises(
+        UserError, match=rf"^f\.yaml:3: model_config key '{key}' is {re.escape(repr(wrong))}, but"
+    ):
+        check_model_config_value(key, wrong, "f.yaml:3")
 
 
 def test_a_model_config_key_nothing_reads_is_passed_on_with_a_notice(tmp_path, capsys):

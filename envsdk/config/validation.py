@@ -6,6 +6,8 @@ the key, the value and what is expected:
 * config values against the type of RLlib's default for the key
   (:func:`check_config_value`), plus ranges where a key has one
   (:data:`RANGES`);
+* the default model's ``model_config`` values: layer sizes, activation and
+  initializer names, conv filters (:func:`check_model_config_value`);
 * metric names (stop criteria, ``checkpoint_score_attr``, a scheduler's
   ``time_attr``/``metric``) against what RLlib 2.60 reports
   (:func:`check_metric`), Ray 1.x names translated;
@@ -19,6 +21,7 @@ cannot be known in advance; they are checked once results arrive
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 import numbers
@@ -35,6 +38,11 @@ from envsdk.notices import notice
 # ([[timestep, value], ...]) where the default is a plain number.
 AUTO_KEYS = {"rollout_fragment_length", "num_env_runners", "evaluation_duration", "num_cpus_per_learner"}
 SCHEDULE_KEYS = {"lr", "entropy_coeff", "epsilon", "alpha_lr", "actor_lr", "critic_lr"}
+# String keys that take one of a few words (RLlib checks these only when set through its methods).
+CHOICES = {
+    "batch_mode": ("truncate_episodes", "complete_episodes"),
+    "count_steps_by": ("env_steps", "agent_steps"),
+}
 
 # (low, high, low inclusive): a value outside is an error.  Counts ("num_*") are >= 0 anyway.
 RANGES: dict[str, tuple[float, float, bool]] = {
@@ -57,6 +65,10 @@ RANGES: dict[str, tuple[float, float, bool]] = {
     "num_gpus_per_learner": (0.0, math.inf, True),
     "num_cpus_per_env_runner": (0.0, math.inf, True),
     "num_gpus_per_env_runner": (0.0, math.inf, True),
+    # model_config (RLlib's DefaultModelConfig)
+    "max_seq_len": (1, math.inf, True),
+    "lstm_cell_size": (1, math.inf, True),
+    "log_std_clip_param": (0.0, math.inf, False),
 }
 
 
@@ -76,6 +88,13 @@ def _kind(default: Any) -> str:
     return type(default).__name__
 
 
+def _yaml(value: Any) -> str:
+    """``value`` as a YAML file would write it, for the examples in messages."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return value if isinstance(value, str) else repr(value)
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
@@ -88,17 +107,20 @@ def _is_schedule(value: Any) -> bool:
     )
 
 
-def check_config_value(key: str, value: Any, default: Any, where: str, spelled: str | None = None) -> Any:
+def check_config_value(
+    key: str, value: Any, default: Any, where: str, spelled: str | None = None, section: str = "config"
+) -> Any:
     """``value`` for config ``key``, or a UserError; integral floats for integer keys become ints.
 
-    ``spelled``: the key as the YAML wrote it (a Ray 1.x name), for the message.
+    ``spelled``: the key as the YAML wrote it (a Ray 1.x name), for the message;
+    ``section``: the mapping the key is in, for the message.
     """
     what = f"'{spelled}' (now '{key}')" if spelled and spelled != key else f"'{key}'"
 
     def wrong(expected: str) -> UserError:
         return UserError(
-            f"{where}: config key {what} is {value!r}, but it takes {expected}",
-            f"write e.g. '{key}: {default!r}' (RLlib's default)" if default is not None else "",
+            f"{where}: {section} key {what} is {value!r}, but it takes {expected}",
+            f"write e.g. '{key}: {_yaml(default)}' (RLlib's default)" if default is not None else "",
         )
 
     if value is None or default is None or callable(default) or is_deprecated_default(default):
@@ -124,16 +146,89 @@ def check_config_value(key: str, value: Any, default: Any, where: str, spelled: 
     elif isinstance(default, str):
         if not isinstance(value, str):
             raise wrong(_kind(default))
+        if key in CHOICES and value not in CHOICES[key]:
+            raise wrong(" or ".join(CHOICES[key]))
     elif isinstance(default, list | tuple):
         if not isinstance(value, list | tuple):
             raise wrong(_kind(default))
     elif isinstance(default, dict) and not isinstance(value, dict):
         raise wrong(_kind(default))
-    _check_range(key, value, where, what)
+    _check_range(key, value, f"{where}: {section} key {what}")
     return value
 
 
-def _check_range(key: str, value: Any, where: str, what: str) -> None:
+def _is_size(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+# RLlib's documented activation names (get_activation_fn also takes torch.nn's class names).
+ACTIVATIONS = ["linear", "relu", "tanh", "elu", "swish", "silu", "sigmoid", "softmax"]
+
+
+def check_model_config_value(key: str, value: Any, where: str) -> Any:
+    """A value for a key of RLlib's ``DefaultModelConfig`` (the default model's settings), or a
+    UserError: layer sizes, activation and initializer names as RLlib resolves them, conv filters
+    as ``[[out_channels, kernel, stride], ...]``, and the rest by the type of the field's default.
+    Checked here because RLlib reads these only as it builds the networks, where a wrong one
+    fails deep inside a layer's constructor."""
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+    from ray.rllib.models.utils import get_activation_fn, get_initializer_fn
+
+    if (
+        key not in {f.name for f in dataclasses.fields(DefaultModelConfig)}
+        or value is None
+        or callable(value)
+    ):
+        return value
+    default = getattr(DefaultModelConfig(), key)
+
+    def wrong(expected: str, example: Any, hint: str = "") -> UserError:
+        return UserError(
+            f"{where}: model_config key '{key}' is {value!r}, but it takes {expected}",
+            hint or f"write e.g. '{key}: {example}'",
+        )
+
+    if key.endswith("_hiddens"):
+        if not isinstance(value, list | tuple) or not all(map(_is_size, value)):
+            raise wrong("a list of layer sizes (integers >= 1)", "[256, 256]")
+    elif key.endswith("_activation"):
+        try:
+            get_activation_fn(value, framework="torch")
+        except (ValueError, TypeError, AttributeError):
+            hint = did_you_mean(str(value).lower(), ACTIVATIONS)
+            raise wrong(f"an activation: one of {', '.join(ACTIVATIONS)}", default, hint) from None
+    elif key.endswith("_initializer"):
+        try:
+            get_initializer_fn(value, framework="torch")
+        except (ValueError, TypeError, AttributeError):
+            import torch
+
+            names = [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
+            hint = did_you_mean(str(value).lower(), names) or did_you_mean(f"{value}_".lower(), names)
+            raise wrong("the name of an in-place initializer of torch.nn.init", "orthogonal_", hint) from None
+    elif key.endswith("_kwargs"):
+        if not isinstance(value, dict):
+            raise wrong("a mapping of the initializer's arguments", "{gain: 1.41}")
+    elif key == "conv_filters":
+        if not isinstance(value, list | tuple) or not value or not all(map(_is_conv_layer, value)):
+            raise wrong("a list of [out_channels, kernel, stride] layers", "[[16, 4, 2], [32, 4, 2]]")
+    else:
+        return check_config_value(key, value, default, where, section="model_config")
+    return value
+
+
+def _is_conv_layer(layer: Any) -> bool:
+    """``[out_channels, kernel, stride]``; kernel and stride an integer or ``[height, width]``."""
+
+    def side(v: Any) -> bool:
+        return _is_size(v) or (isinstance(v, list | tuple) and len(v) == 2 and all(map(_is_size, v)))
+
+    if not isinstance(layer, list | tuple) or len(layer) != 3:
+        return False
+    return _is_size(layer[0]) and side(layer[1]) and side(layer[2])
+
+
+def _check_range(key: str, value: Any, named: str) -> None:
     bounds = RANGES.get(key) or ((0, math.inf, True) if key.startswith("num_") else None)
     if bounds is None or not _is_number(value):
         return
@@ -141,7 +236,7 @@ def _check_range(key: str, value: Any, where: str, what: str) -> None:
     below = value < low if inclusive else value <= low
     if below or value > high:
         allowed = f"{'>=' if inclusive else '>'} {low}" + (f" and <= {high}" if high != math.inf else "")
-        raise UserError(f"{where}: config key {what} is {value}, but it must be {allowed}", "")
+        raise UserError(f"{named} is {value}, but it must be {allowed}", "")
 
 
 # ---- metric names ------------------------------------------------------------------------

@@ -25,6 +25,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,12 @@ from envsdk import internals
 from envsdk.config import legacy, offline
 from envsdk.config.experiment import Experiment
 from envsdk.config.self_play import SelfPlaySettings
-from envsdk.config.validation import SEARCH_SPACES, check_config_value, search_domain
+from envsdk.config.validation import (
+    SEARCH_SPACES,
+    check_config_value,
+    check_model_config_value,
+    search_domain,
+)
 from envsdk.config.yamlio import LineDict
 from envsdk.envs.base import hooks
 from envsdk.envs.checker import AGENT, EnvInfo, preflight, unbuilt
@@ -73,6 +79,21 @@ SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces t
 NOT_TYPE_CHECKED = {"input", "env", "env_config", "model", "model_config", "curriculum", "callbacks",
                     "policies",
                     "policy_mapping_fn", "policies_to_train", "multiagent", "self_play"}  # fmt: skip
+# The form of the keys above that are mappings, lists or import paths, checked (with the keys of a
+# `model` or `multiagent` mapping) by _check_shapes before any is used; null means the default.
+SHAPES: dict[str, tuple[tuple[Any, ...], str]] = {
+    "env_config": ((dict,), "a mapping of the env's settings, e.g. {size: 5}"),
+    "model": ((dict,), "a mapping of model options, e.g. {fcnet_hiddens: [64, 64]}"),
+    "custom_model_config": ((dict,), "a mapping of the custom model's settings"),
+    "model_config": ((dict,), "a mapping of model settings, e.g. {fcnet_hiddens: [64, 64]}"),
+    "evaluation_config": ((dict,), "a mapping of config keys for evaluation, e.g. {explore: false}"),
+    "multiagent": ((dict,), "a mapping of multi-agent settings, e.g. {policies: [red, blue]}"),
+    "policies": ((list, tuple, set, dict), "a list of policy names, e.g. [red, blue]"),
+    "policies_to_train": ((list, tuple, set, Callable), "a list of policy names, e.g. [red]"),
+    "policy_mapping_fn": ((str, Callable), "an import path, e.g. policies.by_team"),
+    "curriculum": ((str, Callable), "an import path, e.g. tasks.curriculum_fn"),
+    "input": ((str, list, tuple, dict), "a path or a list of paths of recorded data"),
+}
 # Keys this tool adds on top of RLlib's, or accepts in their Python-API spelling.
 EXTRA_KEYS = {
     "curriculum",
@@ -284,6 +305,7 @@ def translate(
     if out.pop("_fake_gpus", False):
         out.pop("num_gpus", None)
         out.pop("num_gpus_per_learner", None)
+    _check_shapes(out)
     multiagent = out.pop("multiagent", None)
     if multiagent:
         notice("config key 'multiagent' is now top-level policies / policy_mapping_fn / ...")
@@ -291,10 +313,32 @@ def translate(
             out.setdefault(key, value)
             out.lines.setdefault(key, raw.lines.get("multiagent", 0))
     if isinstance(out.get("evaluation_config"), dict):  # its keys are config keys too
-        nested = LineDict(out["evaluation_config"])
-        nested.source, nested.lines = raw.source, dict.fromkeys(nested, raw.lines.get("evaluation_config", 0))
-        out["evaluation_config"] = dict(translate(nested, valid, algorithm, lenient)[0])
+        evaluation = _evaluation_config(out, raw.lines.get("evaluation_config", 0))
+        out["evaluation_config"] = dict(translate(evaluation, valid, algorithm, lenient)[0])
     return out, spelled
+
+
+def _evaluation_config(values: LineDict, line: int) -> LineDict:
+    """``evaluation_config`` as a mapping whose every key reports the line of ``evaluation_config``."""
+    nested = LineDict(values["evaluation_config"])
+    nested.source, nested.lines = values.source, dict.fromkeys(nested, line)
+    return nested
+
+
+def _check_shapes(values: LineDict) -> None:
+    """Each :data:`SHAPES` key in the form it must have, or a UserError naming its line."""
+
+    def check(mapping: dict[str, Any], where: str) -> None:
+        for key, value in mapping.items():
+            if key in SHAPES and value is not None:
+                kinds, expected = SHAPES[key]
+                if not isinstance(value, kinds):
+                    raise UserError(f"{where}: '{key}' is {value!r}, but it takes {expected}", "")
+                if key in ("model", "multiagent"):
+                    check(value, where)
+
+    for key, value in values.items():
+        check({key: value}, values.where(key))
 
 
 def valid_keys(config: AlgorithmConfig) -> set[str]:
@@ -352,10 +396,14 @@ def _model_settings(
     run: str,
     paths: list[Path],
     where: str,
+    search: dict[tuple, Any],
 ) -> ModelSettings:
-    """Route ``model``/``model_config`` to the ModelV2 dict, an RLModule plugin or the default module."""
-    model = dict(values.pop("model", None) or {})
-    model_config = dict(values.pop("model_config", None) or {})
+    """Route ``model``/``model_config`` to the ModelV2 dict, an RLModule plugin or the default module.
+
+    ``search``: the experiment's search spaces, whose candidates for the default model's keys are checked.
+    """
+    given_model, given_model_config = values.pop("model", None) or {}, values.pop("model_config", None) or {}
+    model, model_config = dict(given_model), dict(given_model_config)
     name = model.pop("custom_model", None)
     options = dict(model.pop("custom_model_config", None) or {})
     if name:
@@ -383,6 +431,13 @@ def _model_settings(
         model_config = {**model, **model_config}
     defaults = algo_class.get_default_config()
     _check_model_config_keys(model_config, defaults, where)
+    for section, given in (("model", given_model), ("model_config", given_model_config)):
+        for key, value in given.items():
+            if key in model_config:  # model_config's value wins over model's, so it is checked last
+                here = given.where(key) if isinstance(given, LineDict) else where
+                for candidate in _candidates(search[(section, key)]) if (section, key) in search else []:
+                    check_model_config_value(key, candidate, here)
+                model_config[key] = check_model_config_value(key, value, here)
     if model_config.get("use_lstm"):  # RLlib's learners read it from the config, with no default there
         model_config.setdefault("max_seq_len", DefaultModelConfig.max_seq_len)
     spec = module_spec(run, defaults, _policy_spaces(info), model_config)
@@ -611,6 +666,10 @@ def build_config(
     offline.prepare(values, exp.run, exp.base_dir)
     search = _extract_search_spaces(values, values.where)
     _check_values(values, defaults, search, spelled)
+    if values.get("evaluation_config"):
+        evaluation = _evaluation_config(values, values.lines.get("evaluation_config", 0))
+        _check_values(evaluation, defaults, {}, {})
+        values["evaluation_config"] = dict(evaluation)
     _resolve_callbacks(values, [exp.base_dir])
     self_play_value = values.pop("self_play", None)
     self_play_settings = (
@@ -651,7 +710,7 @@ def build_config(
         )
     ):
         model = _model_settings(
-            values, info, algo_class, exp.run, search_path(exp.base_dir), raw.where("model")
+            values, info, algo_class, exp.run, search_path(exp.base_dir), raw.where("model"), search
         )
         curriculum = values.pop("curriculum", None)
         multi_agent = _multi_agent_settings(values, info, paths)
