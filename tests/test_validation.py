@@ -79,6 +79,8 @@ MISTAKES = {
                           ["bad.yaml:6", "'explore' is 'often'", "a boolean", "'explore: true'"]),
     "batch-mode-word": (BASE + "  config: {batch_mode: complete}\n",
                         ["'batch_mode' is 'complete'", "truncate_episodes or complete_episodes"]),
+    "policies-for-one-agent": (BASE + "  config:\n    multiagent: {policies: [red, blue]}\n",
+                               ["bad.yaml:5", "policies ['blue', 'red'] need a multi-agent env"]),
     "q-network-with-ppo": (BASE + "  config: {model_config: {q_network: concat}}\n",
                            ["model_config.q_network is a setting of SAC, CQL and IQL's Q-functions"]),
     "gpus-where-none": (BASE + "  config: {num_gpus_per_learner: 1}\n",

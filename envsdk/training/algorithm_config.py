@@ -444,9 +444,17 @@ def _model_settings(
     return ModelSettings(module_spec=spec, model_config=model_config)
 
 
-def _multi_agent_settings(values: dict[str, Any], info: EnvInfo, paths: list[Path]) -> dict[str, Any]:
+def _multi_agent_settings(values: LineDict, info: EnvInfo, paths: list[Path]) -> dict[str, Any]:
     """Settings for ``config.multi_agent``; the env's own policies when the YAML names none."""
     multi_agent = {k: values.pop(k) for k in MULTI_AGENT_KEYS if k in values}
+    named = {str(p) for p in multi_agent.get("policies") or ()}
+    if named - {DEFAULT_MODULE_ID} and info.agent_spaces and not info.multi_agent:
+        # RLlib would build the modules, then fail in its env runner on the env's missing per-agent spaces.
+        where = values.where("policies")
+        raise UserError(
+            f"{where}: policies {sorted(named)} need a multi-agent env, and this env has one agent",
+            "drop policies and policy_mapping_fn (one agent trains one policy), or write a MultiAgentEnv",
+        )
     if isinstance(multi_agent.get("policy_mapping_fn"), str):
         ref = multi_agent["policy_mapping_fn"]
         multi_agent["policy_mapping_fn"] = import_ref(ref, paths, what="policy_mapping_fn")
