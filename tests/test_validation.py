@@ -81,6 +81,8 @@ MISTAKES = {
                         ["'batch_mode' is 'complete'", "truncate_episodes or complete_episodes"]),
     "policies-for-one-agent": (BASE + "  config:\n    multiagent: {policies: [red, blue]}\n",
                                ["bad.yaml:5", "policies ['blue', 'red'] need a multi-agent env"]),
+    "stop-at-zero-steps": (BASE + "  stop: {timesteps_total: 0}\n",
+                           ["bad.yaml:4", "'num_env_steps_sampled_lifetime' counts up from 0"]),
     "q-network-with-ppo": (BASE + "  config: {model_config: {q_network: concat}}\n",
                            ["model_config.q_network is a setting of SAC, CQL and IQL's Q-functions"]),
     "gpus-where-none": (BASE + "  config: {num_gpus_per_learner: 1}\n",
@@ -106,6 +108,16 @@ def test_mistakes_exit_2_with_one_or_two_lines(tmp_path, capsys, case):
         assert fragment in message, (fragment, message)
     assert "Traceback" not in message
     assert not (tmp_path / "results").exists()  # nothing was started
+
+
+@pytest.mark.parametrize("flag", ["--stop-iters", "--stop-timesteps", "--stop-time"])
+def test_a_stop_flag_of_zero_exits_2(tmp_path, capsys, flag):
+    """A count that starts at 0 would be met by the first result: one iteration, then "done"."""
+    path = write(tmp_path, BASE + "  stop: {training_iteration: 5}\n")
+    code = run_cli(main, ["-f", str(path), flag, "0", "--local-dir", str(tmp_path / "results")])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and err[0].startswith(f"error: {flag} is 0, but '") and "counts up from 0" in err[0], err
+    assert not (tmp_path / "results").exists()
 
 
 @pytest.mark.parametrize("key", sorted(SHAPES))

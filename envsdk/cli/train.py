@@ -143,6 +143,9 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
         exp.env = args.env or overrides.get("env") or exp.env  # the command line wins over the YAML
         for flag, metric in STOP_FLAGS.items():
             if getattr(args, flag) is not None:
+                from envsdk.config.validation import check_stop_value
+
+                check_stop_value(metric, getattr(args, flag), f"--{flag.replace('_', '-')}")
                 exp.stop[metric] = getattr(args, flag)
         for name in ("checkpoint_freq", "keep_checkpoints_num", "checkpoint_at_end"):
             if getattr(args, name) is not None:

@@ -331,6 +331,27 @@ def parse_score_attr(text: Any, where: str) -> tuple[str | None, str]:
     return metric, mode
 
 
+# Stop metrics that count up from 0: a stop value of 0 or below is met by the first result.
+COUNTERS = {
+    "training_iteration",
+    "time_total_s",
+    "num_env_steps_sampled_lifetime",
+    "num_agent_steps_sampled_lifetime",
+    "num_env_steps_trained_lifetime",
+    "env_runners/num_env_steps_sampled_lifetime",
+    "env_runners/num_episodes_lifetime",
+}
+
+
+def check_stop_value(metric: str, value: float, named: str) -> None:
+    """A stop value for a counting metric above 0, or a UserError (``named``: how the input named it)."""
+    if metric in COUNTERS and value <= 0:
+        raise UserError(
+            f"{named} is {value:g}, but '{metric}' counts up from 0: the run would stop after one iteration",
+            "give a value above 0, or leave this stop out",
+        )
+
+
 def parse_stop(stop: Any, where: str) -> tuple[dict[str, float], set[str]]:
     """A ``stop`` mapping: (metric -> number, names checked and translated; the custom metrics among them)."""
     if stop is None:
@@ -352,6 +373,7 @@ def parse_stop(stop: Any, where: str) -> tuple[dict[str, float], set[str]]:
             raise UserError(
                 f"{line}: stop key '{key}' is '{metric}', which this stop mapping has already", ""
             )
+        check_stop_value(metric, value, f"{line}: stop value of '{key}'")
         out[metric] = value
         if not known:
             custom.add(metric)
