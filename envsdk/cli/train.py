@@ -110,6 +110,7 @@ def parse_overrides(extra: list[str]) -> dict[str, Any]:
 
 def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
     from envsdk.config.experiment import Experiment, load_experiments
+    from envsdk.config.validation import check_stop_value
     from envsdk.training.algorithm_config import merge
 
     if args.config_file:
@@ -143,8 +144,6 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
         exp.env = args.env or overrides.get("env") or exp.env  # the command line wins over the YAML
         for flag, metric in STOP_FLAGS.items():
             if getattr(args, flag) is not None:
-                from envsdk.config.validation import check_stop_value
-
                 check_stop_value(metric, getattr(args, flag), f"--{flag.replace('_', '-')}")
                 exp.stop[metric] = getattr(args, flag)
         for name in ("checkpoint_freq", "keep_checkpoints_num", "checkpoint_at_end"):

@@ -21,7 +21,6 @@ cannot be known in advance; they are checked once results arrive
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import math
 import numbers
@@ -166,7 +165,7 @@ ACTIVATIONS = ["linear", "relu", "tanh", "elu", "swish", "silu", "sigmoid", "sof
 
 
 def check_model_config_value(key: str, value: Any, where: str) -> Any:
-    """A value for a key of RLlib's ``DefaultModelConfig`` (the default model's settings), or a
+    """A value for ``key``, a field of RLlib's ``DefaultModelConfig`` (the default model's settings), or a
     UserError: layer sizes, activation and initializer names as RLlib resolves them, conv filters
     as ``[[out_channels, kernel, stride], ...]``, and the rest by the type of the field's default.
     Checked here because RLlib reads these only as it builds the networks, where a wrong one
@@ -174,11 +173,7 @@ def check_model_config_value(key: str, value: Any, where: str) -> Any:
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
     from ray.rllib.models.utils import get_activation_fn, get_initializer_fn
 
-    if (
-        key not in {f.name for f in dataclasses.fields(DefaultModelConfig)}
-        or value is None
-        or callable(value)
-    ):
+    if value is None or callable(value):
         return value
     default = getattr(DefaultModelConfig(), key)
 

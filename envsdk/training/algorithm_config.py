@@ -325,20 +325,17 @@ def _evaluation_config(values: LineDict, line: int) -> LineDict:
     return nested
 
 
-def _check_shapes(values: LineDict) -> None:
-    """Each :data:`SHAPES` key in the form it must have, or a UserError naming its line."""
-
-    def check(mapping: dict[str, Any], where: str) -> None:
-        for key, value in mapping.items():
-            if key in SHAPES and value is not None:
-                kinds, expected = SHAPES[key]
-                if not isinstance(value, kinds):
-                    raise UserError(f"{where}: '{key}' is {value!r}, but it takes {expected}", "")
-                if key in ("model", "multiagent"):
-                    check(value, where)
-
+def _check_shapes(values: dict[str, Any], where: str | None = None) -> None:
+    """Each :data:`SHAPES` key in the form it must have, or a UserError naming its line (``where``:
+    the line of the mapping that ``values`` is nested in, else each key's own)."""
     for key, value in values.items():
-        check({key: value}, values.where(key))
+        if key in SHAPES and value is not None:
+            here = where or values.where(key)  # type: ignore[attr-defined]  # top level: a LineDict
+            kinds, expected = SHAPES[key]
+            if not isinstance(value, kinds):
+                raise UserError(f"{here}: '{key}' is {value!r}, but it takes {expected}", "")
+            if key in ("model", "multiagent"):
+                _check_shapes(value, here)
 
 
 def valid_keys(config: AlgorithmConfig) -> set[str]:
@@ -433,7 +430,7 @@ def _model_settings(
     _check_model_config_keys(model_config, defaults, where)
     for section, given in (("model", given_model), ("model_config", given_model_config)):
         for key, value in given.items():
-            if key in model_config:  # model_config's value wins over model's, so it is checked last
+            if key in model_config and key in MODEL_CONFIG_FIELDS:  # model_config's value wins: checked last
                 here = given.where(key) if isinstance(given, LineDict) else where
                 for candidate in _candidates(search[(section, key)]) if (section, key) in search else []:
                     check_model_config_value(key, candidate, here)
