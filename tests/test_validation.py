@@ -14,6 +14,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -67,6 +68,8 @@ MISTAKES = {
                              ["bad.yaml:6", "'fcnet_hiddens' is 64", "a list of layer sizes"]),
     "old-model-activation-typo": (BASE + "  config:\n    model:\n      fcnet_activation: rellu\n",
                                   ["bad.yaml:6", "'fcnet_activation' is 'rellu'", "'relu'"]),
+    "activation-class-lower-case": (BASE + "  config: {model_config: {fcnet_activation: leaky_relu}}\n",
+                                    ["'fcnet_activation' is 'leaky_relu'", "write 'LeakyReLU'"]),
     "initializer-not-in-place": (BASE + "  config: {model_config: {fcnet_kernel_initializer: orthogonal}}\n",
                                  ["in-place initializer", "'orthogonal_'"]),
     "conv-filters-flat": (BASE + "  config: {model_config: {conv_filters: [16, 4, 2]}}\n",
@@ -149,7 +152,7 @@ def _default_model_fields() -> dict[str, tuple[object, object]]:
         elif f.name.endswith("_kwargs"):
             out[f.name] = ({"gain": 2.0}, 2.0)
         elif f.name == "conv_filters":
-            out[f.name] = ([[16, [4, 4], 2], [32, 3, [1, 2]]], [[16, 4]])
+            out[f.name] = ([[16, [4, 4], 2], [32, 3, [1, 2], "valid"]], [[16, 4, 2, "full"]])
         else:  # booleans, counts and numbers: RLlib's default, and a word
             assert isinstance(default, bool | int | float), f"{f.name}: no check for {default!r}"
             out[f.name] = (default, "some")
@@ -169,6 +172,62 @@ def test_every_default_model_key_is_checked_by_its_kind(key, values):
         UserError, match=rf"^f\.yaml:3: model_config key '{key}' is {re.escape(repr(wrong))}, but"
     ):
         check_model_config_value(key, wrong, "f.yaml:3")
+
+
+def _default_module(tmp_path: Path, obs: str, model_config: dict) -> Any:
+    """PPO's default module, as train.py configures it, on matrix_env's ``obs`` space and 3 actions."""
+    from tests.envs.matrix_env import ACT, OBS
+    from tests.helpers import built_config
+
+    built = built_config(tmp_path, "PPO", obs, "discrete", False, minibatch_size=8, model_config=model_config)
+    spec = built.config.get_rl_module_spec()
+    spec.observation_space, spec.action_space = OBS[obs], ACT["discrete"]
+    return spec.build()
+
+
+def _action_logits(module: Any, obs: Any) -> Any:
+    from ray.rllib.core.columns import Columns
+
+    return module.forward_inference({Columns.OBS: obs})[Columns.ACTION_DIST_INPUTS]
+
+
+ACCEPTED_ACTIVATIONS = ["linear", "relu", "tanh", "elu", "swish", "silu", "softmax", "Sigmoid", "GELU"]
+
+
+@pytest.mark.parametrize("name", ACCEPTED_ACTIVATIONS)
+def test_every_activation_the_check_accepts_builds_a_network(tmp_path, name):
+    """The names the message lists, and torch.nn class names: RLlib builds and runs the default module."""
+    import torch
+
+    from envsdk.config.validation import ACTIVATIONS, check_model_config_value
+
+    assert name in ACTIVATIONS or name[0].isupper()
+    assert check_model_config_value("fcnet_activation", name, "f.yaml:3") == name
+    settings = {"fcnet_activation": name, "head_fcnet_activation": name, "fcnet_hiddens": [5]}
+    module = _default_module(tmp_path, "box", settings)
+    assert _action_logits(module, torch.zeros(2, 4)).shape == (2, 3)
+    layers = {type(m).__name__.lower() for m in module.modules()}
+    assert name == "linear" or {"swish": "silu"}.get(name.lower(), name.lower()) in layers, layers
+
+
+@pytest.mark.parametrize(
+    "filters", [[[8, 4, 2]], [[8, [3, 5], [2, 1]], [4, 3, 2, "valid"]], [[8, 4, 2, "same"], [8, 2, 1]]]
+)
+def test_conv_filters_the_check_accepts_build_the_image_encoder(tmp_path, filters):
+    """Every form the check takes (square or [h, w] kernels and strides, an optional padding word)
+    builds the default module's CNN on an image and runs it."""
+    import torch
+    from torch import nn
+
+    from envsdk.config.validation import check_model_config_value
+    from tests.envs.matrix_env import OBS
+
+    assert check_model_config_value("conv_filters", filters, "f.yaml:3") == filters
+    module = _default_module(tmp_path, "image", {"conv_filters": filters, "fcnet_hiddens": [8]})
+    convs = [m for m in module.modules() if isinstance(m, nn.Conv2d)]
+    assert [c.out_channels for c in convs[: len(filters)]] == [f[0] for f in filters]
+    images = torch.zeros(2, *OBS["image"].shape, dtype=torch.uint8)
+    assert _action_logits(module, images).shape == (2, 3)
 
 
 def test_a_model_config_key_nothing_reads_is_passed_on_with_a_notice(tmp_path, capsys):

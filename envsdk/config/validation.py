@@ -160,8 +160,21 @@ def _is_size(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
-# RLlib's documented activation names (get_activation_fn also takes torch.nn's class names).
-ACTIVATIONS = ["linear", "relu", "tanh", "elu", "swish", "silu", "sigmoid", "softmax"]
+# The lower-case names RLlib's get_activation_fn resolves; it also takes torch.nn's class names
+# (Sigmoid, GELU, LeakyReLU), but not their lower-case spelling.
+ACTIVATIONS = ["linear", "relu", "tanh", "elu", "swish", "silu", "softmax"]
+
+
+def _activation_hint(value: Any) -> str:
+    """The fix for an activation RLlib does not resolve: torch.nn's class of that name, else the closest."""
+    import torch
+
+    folded = str(value).lower().replace("_", "")
+    classes = [n for n in torch.nn.modules.activation.__all__ if n.lower() == folded]
+    if classes:
+        lower = ", ".join(ACTIVATIONS)
+        return f"write '{classes[0]}' (torch.nn's class; RLlib knows only {lower} in lower case)"
+    return did_you_mean(str(value).lower(), ACTIVATIONS)
 
 
 def check_model_config_value(key: str, value: Any, where: str) -> Any:
@@ -190,8 +203,8 @@ def check_model_config_value(key: str, value: Any, where: str) -> Any:
         try:
             get_activation_fn(value, framework="torch")
         except (ValueError, TypeError, AttributeError):
-            hint = did_you_mean(str(value).lower(), ACTIVATIONS)
-            raise wrong(f"an activation: one of {', '.join(ACTIVATIONS)}", default, hint) from None
+            expected = f"an activation: one of {', '.join(ACTIVATIONS)}, or a torch.nn class name"
+            raise wrong(expected, default, _activation_hint(value)) from None
     elif key.endswith("_initializer"):
         try:
             get_initializer_fn(value, framework="torch")
@@ -206,21 +219,24 @@ def check_model_config_value(key: str, value: Any, where: str) -> Any:
             raise wrong("a mapping of the initializer's arguments", "{gain: 1.41}")
     elif key == "conv_filters":
         if not isinstance(value, list | tuple) or not value or not all(map(_is_conv_layer, value)):
-            raise wrong("a list of [out_channels, kernel, stride] layers", "[[16, 4, 2], [32, 4, 2]]")
+            expected = "a list of [out_channels, kernel, stride] layers (a 4th item: padding, same or valid)"
+            raise wrong(expected, "[[16, 4, 2], [32, 4, 2]]")
     else:
         return check_config_value(key, value, default, where, section="model_config")
     return value
 
 
 def _is_conv_layer(layer: Any) -> bool:
-    """``[out_channels, kernel, stride]``; kernel and stride an integer or ``[height, width]``."""
+    """``[out_channels, kernel, stride]`` or ``[out_channels, kernel, stride, padding]`` as RLlib's
+    CNN reads it: kernel and stride an integer or ``[height, width]``, padding ``same`` or ``valid``."""
 
     def side(v: Any) -> bool:
         return _is_size(v) or (isinstance(v, list | tuple) and len(v) == 2 and all(map(_is_size, v)))
 
-    if not isinstance(layer, list | tuple) or len(layer) != 3:
+    if not isinstance(layer, list | tuple) or len(layer) not in (3, 4):
         return False
-    return _is_size(layer[0]) and side(layer[1]) and side(layer[2])
+    padding_ok = len(layer) == 3 or layer[3] in ("same", "valid")
+    return _is_size(layer[0]) and side(layer[1]) and side(layer[2]) and padding_ok
 
 
 def _check_range(key: str, value: Any, named: str) -> None:
