@@ -190,3 +190,153 @@ def test_legacy_table_lists_every_translation():
     from tests.helpers import ROOT
 
     assert table.strip() in (ROOT / "README.md").read_text(), "README's table: python -m envsdk legacy-table"
+
+
+# ---- Ray 1.x ModelV2 `model:` options -------------------------------------------------------
+
+
+def test_every_modelv2_option_has_a_new_stack_answer():
+    """Each key of RLlib's ModelV2 MODEL_DEFAULTS is a DefaultModelConfig field, renamed, dropped, or
+    refused unless ModelV2's default; a key RLlib adds later fails here until it has its row."""
+    import dataclasses
+
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+    from ray.rllib.models.catalog import MODEL_DEFAULTS
+
+    fields = {f.name for f in dataclasses.fields(DefaultModelConfig)}
+    answered = (
+        fields
+        | set(legacy.MODEL_OPTIONS)
+        | set(legacy.DROPPED_MODEL_OPTIONS)
+        | set(legacy.UNSUPPORTED_MODEL_OPTIONS)
+        | {"lstm_use_prev_action_reward", "custom_model", "custom_model_config"}
+    )
+    assert set(MODEL_DEFAULTS) <= answered, set(MODEL_DEFAULTS) - answered
+    assert set(legacy.MODEL_OPTIONS.values()) <= fields
+    assert not (set(legacy.MODEL_OPTIONS) | set(legacy.DROPPED_MODEL_OPTIONS)) & fields
+    for key, unsupported in legacy.UNSUPPORTED_MODEL_OPTIONS.items():
+        assert MODEL_DEFAULTS[key] == unsupported.default, key
+
+
+def test_modelv2_options_become_the_default_models_settings(tmp_path, capsys):
+    """A Ray 1.x `model:` block (Atari preprocessor keys, post_fcnet layers, old initializer names,
+    the combined LSTM switch) trains the default model with each setting where it now lives."""
+    text = experiment(
+        "PPO", "CartPole-v1",
+        "model:\n"
+        "  fcnet_hiddens: [32]\n"
+        "  post_fcnet_hiddens: [16]\n"
+        "  post_fcnet_activation: elu\n"
+        "  fcnet_weights_initializer: orthogonal_\n"
+        "  fcnet_weights_initializer_config: {gain: 0.5}\n"
+        "  use_lstm: true\n"
+        "  lstm_use_prev_action_reward: true\n"
+        "  dim: 42\n"
+        "  grayscale: true\n"
+        "  _time_major: true\n"
+        "  use_attention: false\n"
+        "  attention_dim: 64\n"
+        "  custom_model: null\n",
+    )  # fmt: skip
+    _, config, notices = build(tmp_path, text, capsys)
+    mc = config.model_config
+    assert mc["fcnet_hiddens"] == [32] and mc["head_fcnet_hiddens"] == [16]
+    assert mc["head_fcnet_activation"] == "elu" and mc["fcnet_kernel_initializer"] == "orthogonal_"
+    assert mc["fcnet_kernel_initializer_kwargs"] == {"gain": 0.5}
+    assert mc["lstm_use_prev_action"] is True and mc["lstm_use_prev_reward"] is True
+    for gone in ("dim", "grayscale", "_time_major", "use_attention", "attention_dim", "post_fcnet_hiddens"):
+        assert gone not in mc, gone
+    said = "\n".join(notices)
+    for fragment in (
+        "'post_fcnet_hiddens' is now 'head_fcnet_hiddens'",
+        "'dim' dropped: ModelV2 applied it only",
+        "'lstm_use_prev_action_reward' is now 'lstm_use_prev_action' and 'lstm_use_prev_reward'",
+        "'use_attention: False' dropped",
+        "'attention_dim' dropped",
+    ):
+        assert fragment in said, (fragment, said)
+
+
+@pytest.mark.parametrize(
+    ("option", "fix"),
+    [
+        ("use_attention: true", "use_lstm: true"),
+        ("no_final_linear: true", "ends in a linear layer"),
+        ("custom_action_dist: my_dist", "returns its own distribution"),
+        ("custom_preprocessor: my_prep", "ObservationWrapper"),
+    ],
+)
+def test_a_modelv2_option_the_default_model_cannot_honour_exits_2(tmp_path, capsys, option, fix):
+    path = tmp_path / "exp.yaml"
+    path.write_text(experiment("PPO", "CartPole-v1", f"model:\n  fcnet_hiddens: [8]\n  {option}"))
+    assert run_cli(main, ["-f", str(path), "--dry-run"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("notice:")]
+    key = option.split(":")[0]
+    assert (
+        err[0] == f"error: {path}:7: model option '{key}' has no equivalent on RLlib 2.60's new API stack"
+    ), err
+    assert fix in err[1]
+
+
+def test_a_modelv2_option_and_its_new_name_together_exit_2(tmp_path, capsys):
+    path = tmp_path / "exp.yaml"
+    path.write_text(
+        experiment("PPO", "CartPole-v1", "model:\n  head_fcnet_hiddens: [8]\n  post_fcnet_hiddens: [4]")
+    )
+    assert run_cli(main, ["-f", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        f"{path}:7: model option 'post_fcnet_hiddens' sets 'head_fcnet_hiddens', which {path}:6 sets" in err
+    )
+
+
+def test_a_renamed_modelv2_option_is_checked_under_its_new_name(tmp_path, capsys):
+    path = tmp_path / "exp.yaml"
+    path.write_text(experiment("PPO", "CartPole-v1", "model:\n  post_fcnet_hiddens: 16"))
+    assert run_cli(main, ["-f", str(path), "--dry-run"]) == 2
+    assert f"{path}:6: model_config key 'head_fcnet_hiddens' is 16" in capsys.readouterr().err
+
+
+def test_search_spaces_over_model_options_vary_the_new_stacks_model(tmp_path):
+    """A Ray 1.x grid over `model:` keys reaches `model_config`, which the new stack's modules read
+    (under `model` Tune varied a dict nothing read: every trial trained the same network)."""
+    text = experiment(
+        "PPO", "CartPole-v1",
+        "model:\n"
+        "  fcnet_hiddens: {grid_search: [[8], [16]]}\n"
+        "  post_fcnet_hiddens: {choice: [[4], [2]]}\n"
+        "  dim: {grid_search: [42, 84]}\n"
+        "model_config:\n"
+        "  fcnet_activation: {grid_search: [relu, tanh]}",
+    )  # fmt: skip
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    (exp,) = load_experiments(path)
+    built = build_config(exp)
+    assert set(built.search_space) == {
+        ("model_config", "fcnet_hiddens"), ("model_config", "head_fcnet_hiddens"),
+        ("model_config", "fcnet_activation"),
+    }  # fmt: skip
+    space = built.param_space()
+    assert space["_model_config"]["fcnet_hiddens"] == {"grid_search": [[8], [16]]}
+    assert type(space["_model_config"]["head_fcnet_hiddens"]).__name__ == "Categorical"
+    from envsdk.training.resources import trial_count
+
+    assert trial_count(1, built.search_space) == 4  # dim's grid is dropped with dim
+
+
+def test_a_grid_over_a_plugins_options_reaches_its_model_config(tmp_path):
+    """custom_model_config of an RLModule plugin is its model_config: a grid there varies the module."""
+    import shutil
+
+    from tests.helpers import ROOT
+
+    shutil.copytree(ROOT / "models", tmp_path / "models")
+    options = "custom_model_config: {hidden: {grid_search: [8, 16]}}"
+    text = experiment("PPO", "CartPole-v1", f"model:\n  custom_model: tinynet\n  {options}")
+    path = tmp_path / "exp.yaml"
+    path.write_text(text)
+    (exp,) = load_experiments(path)
+    built = build_config(exp)
+    assert built.search_space == {("model_config", "hidden"): {"grid_search": [8, 16]}}
+    assert built.param_space()["_model_config"]["hidden"] == {"grid_search": [8, 16]}

@@ -213,3 +213,41 @@ def test_an_in_process_trial_computes_on_the_threads_a_tune_trial_would_get(tmp_
     out = run_train(["-f", "exp.yaml", "--stop-iters", "1", "--local-dir", "results"], cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
     assert (tmp_path / "threads.txt").read_text().split() == [str(threads)]
+
+
+def test_a_ray_1x_grid_over_model_options_trains_each_network(train, tmp_path):
+    """`model: {fcnet_hiddens: {grid_search: ...}}`, as Ray 1.x tuning files write it: each Tune trial
+    checkpoints the network its grid value names (the search space once varied a dict nothing read)."""
+    from ray.rllib.core.rl_module.rl_module import RLModule
+    from torch import nn
+
+    path = tmp_path / "grid.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        grid:
+          run: PPO
+          env: CartPole-v1
+          stop: {training_iteration: 1}
+          checkpoint_at_end: true
+          config:
+            num_workers: 0
+            train_batch_size: 64
+            sgd_minibatch_size: 32
+            num_sgd_iter: 1
+            model:
+              fcnet_hiddens: {grid_search: [[5], [7]]}
+              post_fcnet_hiddens: [3]
+        """)
+    )
+    out = train("-f", str(path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    widths = {}
+    for trial in trial_dirs(train.results):
+        (ckpt,) = trial.glob("checkpoint_*")
+        module = RLModule.from_checkpoint(ckpt / "learner_group" / "learner" / "rl_module" / "default_policy")
+        layers = [m for m in module.modules() if isinstance(m, nn.Linear)]
+        hidden = json.loads((trial / "params.json").read_text())["_model_config"]["fcnet_hiddens"]
+        assert layers[0].out_features == hidden[0], (hidden, layers)
+        assert any(m.out_features == 3 for m in layers)  # post_fcnet_hiddens: the heads' layer
+        widths[trial.name] = hidden[0]
+    assert sorted(widths.values()) == [5, 7], widths

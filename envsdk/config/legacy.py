@@ -265,6 +265,119 @@ REWRITES: dict[str, Rewrite] = {
     "_fake_gpus": Rewrite("the learner runs on the CPU", _fake_gpus),
 }
 
+# ---- model options: Ray 1.x ModelV2 `model:` keys on the new API stack's default model ------
+
+# Renamed: the same setting under RLlib 2.60's DefaultModelConfig name.  ModelV2's "post_fcnet"
+# layers came after the encoder; the new stack's "head_fcnet" layers do, one stack per head.
+MODEL_OPTIONS: dict[str, str] = {
+    "fcnet_weights_initializer": "fcnet_kernel_initializer",
+    "fcnet_weights_initializer_config": "fcnet_kernel_initializer_kwargs",
+    "fcnet_bias_initializer_config": "fcnet_bias_initializer_kwargs",
+    "conv_kernel_initializer_config": "conv_kernel_initializer_kwargs",
+    "conv_bias_initializer_config": "conv_bias_initializer_kwargs",
+    "post_fcnet_hiddens": "head_fcnet_hiddens",
+    "post_fcnet_activation": "head_fcnet_activation",
+    "post_fcnet_weights_initializer": "head_fcnet_kernel_initializer",
+    "post_fcnet_weights_initializer_config": "head_fcnet_kernel_initializer_kwargs",
+    "post_fcnet_bias_initializer": "head_fcnet_bias_initializer",
+    "post_fcnet_bias_initializer_config": "head_fcnet_bias_initializer_kwargs",
+    "lstm_weights_initializer": "lstm_kernel_initializer",
+    "lstm_weights_initializer_config": "lstm_kernel_initializer_kwargs",
+    "lstm_bias_initializer_config": "lstm_bias_initializer_kwargs",
+}
+
+_ATARI = "ModelV2 applied it only to 210x160 Atari frames; do it in the env (gymnasium's AtariPreprocessing)"
+_MODELV2 = "a ModelV2 switch; the new API stack's default model has no such step"
+_ATTENTION = "read only with use_attention, which RLlib 2.60's default model does not have"
+_DECODER = "read only by ModelV2 decoders; the default model has none"
+# Dropped whatever their value, with why nothing changes for the default model.
+DROPPED_MODEL_OPTIONS: dict[str, str] = {
+    "dim": _ATARI,
+    "grayscale": _ATARI,
+    "zero_mean": _ATARI,
+    "framestack": _ATARI,
+    "_time_major": _MODELV2,
+    "always_check_shapes": _MODELV2,
+    "_use_default_native_models": _MODELV2,
+    "_disable_preprocessor_api": "observations reach the new API stack's model as the env gives them",
+    "_disable_action_flattening": "the new API stack does not flatten actions",
+    "encoder_latent_dim": "the default model's encoder ends in its last fcnet_hiddens layer",
+    "conv_transpose_kernel_initializer": _DECODER,
+    "conv_transpose_kernel_initializer_config": _DECODER,
+    "conv_transpose_bias_initializer": _DECODER,
+    "conv_transpose_bias_initializer_config": _DECODER,
+    **{f"attention_{k}": _ATTENTION for k in (
+        "num_transformer_units", "dim", "num_heads", "head_dim", "memory_inference", "memory_training",
+        "position_wise_mlp_dim", "init_gru_gate_bias", "use_n_prev_actions", "use_n_prev_rewards",
+    )},
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """A ModelV2 option the default model cannot honour: ``default`` (ModelV2's) is dropped, any
+    other value is an error with ``fix``."""
+
+    default: Any
+    fix: str
+
+
+UNSUPPORTED_MODEL_OPTIONS: dict[str, Unsupported] = {
+    "use_attention": Unsupported(False, "use_lstm: true (the default model with memory)"),
+    "no_final_linear": Unsupported(False, "drop it (the default model ends in a linear layer)"),
+    "custom_action_dist": Unsupported(None, "an RLModule plugin (models/) returns its own distribution"),
+    "custom_preprocessor": Unsupported(None, "preprocess in the env (a gymnasium ObservationWrapper)"),
+}  # fmt: skip
+
+
+def translate_model_options(model: dict[str, Any], where: str) -> tuple[LineDict, dict[str, str]]:
+    """A Ray 1.x ``model:`` mapping for the new API stack's default model: ModelV2 names renamed,
+    options with nothing to do dropped (one notice each), and an option the default model cannot
+    honour an error.  Keys keep their lines (``where``: the mapping's, for a ``model`` given on the
+    command line).  ``custom_model``/``custom_model_config`` (no plugin named) are left out; other
+    keys are returned as they are.
+
+    Returns the mapping and, for each of its keys, the key of ``model`` it came from."""
+    out = LineDict()
+    lines: dict[Any, int] = getattr(model, "lines", {})
+    out.source = getattr(model, "source", None)
+    origin: dict[str, str] = {}  # new key -> the key that set it
+
+    def line(key: str) -> str:
+        return model.where(key) if isinstance(model, LineDict) else where
+
+    for key, value in model.items():
+        if key in ("custom_model", "custom_model_config"):
+            continue
+        if key in UNSUPPORTED_MODEL_OPTIONS:
+            unsupported = UNSUPPORTED_MODEL_OPTIONS[key]
+            if value != unsupported.default:
+                raise UserError(
+                    f"{line(key)}: model option '{key}' has no equivalent on RLlib 2.60's new API stack",
+                    unsupported.fix,
+                )
+            notice(f"model option '{key}: {value}' dropped: it is ModelV2's default")
+            continue
+        if key in DROPPED_MODEL_OPTIONS:
+            notice(f"model option '{key}' dropped: {DROPPED_MODEL_OPTIONS[key]}")
+            continue
+        moved = {MODEL_OPTIONS.get(key, key): value}
+        if key == "lstm_use_prev_action_reward":
+            moved = {"lstm_use_prev_action": value, "lstm_use_prev_reward": value}
+        if key not in moved:
+            notice(f"model option '{key}' is now {' and '.join(repr(k) for k in moved)}")
+        for new_key, new_value in moved.items():
+            if new_key in out:
+                raise UserError(
+                    f"{line(key)}: model option '{key}' sets '{new_key}', which {line(origin[new_key])} sets",
+                    "keep one of the two",
+                )
+            out[new_key], origin[new_key] = new_value, key
+            if key in lines:
+                out.lines[new_key] = lines[key]
+    return out, origin
+
+
 # ---- result metrics and experiment keys ----------------------------------------------------
 
 METRICS: dict[str, str] = {
@@ -376,6 +489,14 @@ def legacy_table_markdown() -> str:
     ]
     rows += ["| `input: /tmp/out` (Ray 1.x JSON output) | read as old-stack SampleBatch JSON | config |"]
     rows += [f"| `{old}` | removed: {why} | config |" for old, why in REMOVED_CONFIG_KEYS.items()]
+    rows += [f"| `{old}` | `{new}` | model |" for old, new in MODEL_OPTIONS.items()]
+    rows += ["| `lstm_use_prev_action_reward` | `lstm_use_prev_action` and `lstm_use_prev_reward` | model |"]
+    for why in dict.fromkeys(DROPPED_MODEL_OPTIONS.values()):  # one row per reason
+        keys = ", ".join(f"`{k}`" for k, w in DROPPED_MODEL_OPTIONS.items() if w == why)
+        rows.append(f"| {keys} | dropped: {why} | model |")
+    for old, u in UNSUPPORTED_MODEL_OPTIONS.items():
+        default = "null" if u.default is None else str(u.default).lower()
+        rows.append(f"| `{old}` | error unless `{default}` (ModelV2's default, dropped): {u.fix} | model |")
     rows += [f"| `{old}` | `{new}` | stop, checkpoint_score_attr |" for old, new in METRICS.items()]
     rows += [f"| `{old}` | `{new}` | experiment |" for old, new in EXPERIMENT_KEYS.items()]
     rows += [f"| `{old}` | ignored: {why} | experiment |" for old, why in IGNORED_EXPERIMENT_KEYS.items()]

@@ -412,33 +412,49 @@ def _model_settings(
             # RLlib passes custom_model_config entries to the constructor as kwargs.
             ModelCatalog.register_custom_model(plugin.name, plugin.cls)
             return ModelSettings({**model, "custom_model": plugin.name, "custom_model_config": options})
+        for path in [p for p in search if p[:2] == ("model", "custom_model_config") and len(p) > 2]:
+            search[("model_config", *path[2:])] = search.pop(path)  # the plugin's options are model_config
         return ModelSettings(
             module_spec=RLModuleSpec(module_class=plugin.cls),
             model_config={**model_config, **options},
             plugin=f"custom RLModule {plugin.name} ({plugin.path})",
         )
-    unknown = [k for k in model if k not in MODEL_CONFIG_FIELDS]
+    translated, origin = legacy.translate_model_options(given_model, where)
+    unknown = [k for k in translated if k not in MODEL_CONFIG_FIELDS]
     if unknown:
         raise UserError(
-            f"{where}: unknown model option '{unknown[0]}'",
+            f"{translated.where(unknown[0]) if unknown[0] in translated.lines else where}: "
+            f"unknown model option '{unknown[0]}'",
             did_you_mean(unknown[0], MODEL_CONFIG_FIELDS) or "see RLlib's DefaultModelConfig",
         )
-    if model:
-        notice(f"model options {sorted(model)} go to model_config on the new API stack")
-        model_config = {**model, **model_config}
+    _move_model_search(search, origin, given_model_config)
+    if translated:
+        notice(f"model options {sorted(translated)} go to model_config on the new API stack")
+        model_config = {**translated, **model_config}
     defaults = algo_class.get_default_config()
     _check_model_config_keys(model_config, defaults, where)
-    for section, given in (("model", given_model), ("model_config", given_model_config)):
-        for key, value in given.items():
-            if key in model_config and key in MODEL_CONFIG_FIELDS:  # model_config's value wins: checked last
-                here = given.where(key) if isinstance(given, LineDict) else where
-                for candidate in _candidates(search[(section, key)]) if (section, key) in search else []:
-                    check_model_config_value(key, candidate, here)
-                model_config[key] = check_model_config_value(key, value, here)
+    for key in sorted(set(model_config) & MODEL_CONFIG_FIELDS):
+        given = given_model_config if key in given_model_config else translated
+        here = given.where(key) if isinstance(given, LineDict) and key in given.lines else where
+        searched = search.get(("model_config", key))
+        for candidate in _candidates(searched) if searched is not None else []:
+            check_model_config_value(key, candidate, here)
+        model_config[key] = check_model_config_value(key, model_config[key], here)
     if model_config.get("use_lstm"):  # RLlib's learners read it from the config, with no default there
         model_config.setdefault("max_seq_len", DefaultModelConfig.max_seq_len)
     spec = module_spec(run, defaults, _policy_spaces(info), model_config)
     return ModelSettings(module_spec=spec, model_config=model_config)
+
+
+def _move_model_search(search: dict[tuple, Any], origin: dict[str, str], model_config: dict) -> None:
+    """Search spaces under ``model:`` go where the new API stack reads them: ``("model", old, ...)``
+    to ``("model_config", new, ...)`` for each key ``new`` that ``origin`` says came from ``old``
+    (none for a dropped option), unless ``model_config`` sets ``new`` itself.  Left under ``model``,
+    Tune would vary the old stack's ``model`` dict, which no new-stack module reads."""
+    for path in [p for p in search if p[0] == "model" and len(p) > 1]:
+        domain = search.pop(path)
+        for new_key in (n for n, o in origin.items() if o == path[1] and n not in model_config):
+            search[("model_config", new_key, *path[2:])] = domain
 
 
 def _multi_agent_settings(values: LineDict, info: EnvInfo, paths: list[Path]) -> dict[str, Any]:
