@@ -97,6 +97,23 @@ def test_overrides_and_search_spaces(tmp_path, capsys):
     assert "num_epochs: 7" in capsys.readouterr().out
 
 
+def test_env_config_takes_grid_search_only(tmp_path):
+    """Inside env_config, a grid is a search space (as Tune reads it anywhere); other one-key
+    mappings are the env's own settings and reach it unchanged, at any depth."""
+    from envsdk.training.algorithm_config import _extract_search_spaces
+
+    values = {
+        "env_config": {"size": {"grid_search": [3, 5]}, "noise": {"uniform": [0, 1]},
+                       "nested": {"level": {"grid_search": ["a", "b"]}, "pick": {"choice": [1, 2]}}},
+        "lr": {"uniform": [0.001, 0.01]},
+    }  # fmt: skip
+    found = _extract_search_spaces(values, lambda key: f"f.yaml:{key}")
+    assert set(found) == {("env_config", "size"), ("env_config", "nested", "level"), ("lr",)}
+    assert values["env_config"] == {
+        "size": 3, "noise": {"uniform": [0, 1]}, "nested": {"level": "a", "pick": {"choice": [1, 2]}}
+    }  # fmt: skip
+
+
 def test_register_decorator_makes_env_available_everywhere():
     import envsdk
 

@@ -251,3 +251,59 @@ def test_a_ray_1x_grid_over_model_options_trains_each_network(train, tmp_path):
         assert any(m.out_features == 3 for m in layers)  # post_fcnet_hiddens: the heads' layer
         widths[trial.name] = hidden[0]
     assert sorted(widths.values()) == [5, 7], widths
+
+
+def test_a_grid_in_env_config_gives_each_trial_its_env(train, tmp_path):
+    """`env_config: {size: {grid_search: [...]}}` (Tune expands a grid anywhere): each trial builds its
+    own env and a network for that env's observation size."""
+    from ray.rllib.core.rl_module.rl_module import RLModule
+    from torch import nn
+
+    (tmp_path / "sized_env.py").write_text(
+        textwrap.dedent("""
+        import gymnasium as gym
+        import numpy as np
+
+        class SizedEnv(gym.Env):
+            def __init__(self, config=None):
+                self.size = int(config["size"])
+                self.observation_space = gym.spaces.Box(-1, 1, (self.size,), np.float32)
+                self.action_space = gym.spaces.Discrete(2)
+
+            def reset(self, *, seed=None, options=None):
+                self.t = 0
+                return np.zeros(self.size, np.float32), {}
+
+            def step(self, action):
+                self.t += 1
+                return np.zeros(self.size, np.float32), float(action), self.t >= 8, False, {}
+        """)
+    )
+    path = tmp_path / "grid.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        sized:
+          run: PPO
+          env: sized_env.SizedEnv
+          stop: {training_iteration: 1}
+          checkpoint_at_end: true
+          config:
+            env_config: {size: {grid_search: [3, 5]}, noise: {uniform: [0, 1]}}
+            num_env_runners: 0
+            train_batch_size: 64
+            minibatch_size: 32
+            num_epochs: 1
+        """)
+    )
+    out = train("-f", str(path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    sizes = []
+    for trial in trial_dirs(train.results):
+        env_config = json.loads((trial / "params.json").read_text())["env_config"]
+        assert env_config["noise"] == {"uniform": [0, 1]}  # not a search space inside env_config: the env's
+        (ckpt,) = trial.glob("checkpoint_*")
+        module = RLModule.from_checkpoint(ckpt / "learner_group" / "learner" / "rl_module" / "default_policy")
+        first = next(m for m in module.modules() if isinstance(m, nn.Linear))
+        assert first.in_features == env_config["size"], (env_config, first)
+        sizes.append(env_config["size"])
+    assert sorted(sizes) == [3, 5]

@@ -179,11 +179,11 @@ class BuiltConfig:
         return space
 
 
-def _search_space(value: Any, where: str) -> Any | None:
-    """The Tune domain a ``{op: [...]}`` value stands for (None for any other value)."""
+def _search_space(value: Any, where: str, ops: Any = SEARCH_SPACES) -> Any | None:
+    """The Tune domain a ``{op: [...]}`` value stands for, ``op`` one of ``ops`` (None for any other)."""
     if isinstance(value, dict) and len(value) == 1:
         op, arg = next(iter(value.items()))
-        if op in SEARCH_SPACES:
+        if op in ops:
             return search_domain(op, arg, where)
     return None
 
@@ -192,15 +192,18 @@ def _extract_search_spaces(values: dict, where: Any, prefix: tuple = ()) -> dict
     """Replace search-space values by a representative, returning the domains.
 
     ``where(key)`` names the YAML line of a top-level key (nested ones report their top key's).
+    Inside ``env_config`` only ``grid_search`` is one, as Tune reads it anywhere: another one-key
+    mapping there (``{uniform: [0, 1]}``) may be a setting of the env's own.
     """
     found: dict[tuple, Any] = {}
+    ops = ("grid_search",) if prefix[:1] == ("env_config",) else SEARCH_SPACES
     for key, value in list(values.items()):
         line = where(prefix[0] if prefix else key)
-        domain = _search_space(value, line)
+        domain = _search_space(value, line, ops)
         if domain is not None:
             found[(*prefix, key)] = domain
             values[key] = next(iter(value.values()))[0]
-        elif isinstance(value, dict) and key != "env_config":
+        elif isinstance(value, dict):
             found.update(_extract_search_spaces(value, where, (*prefix, key)))
     return found
 
