@@ -340,3 +340,21 @@ def test_a_grid_over_a_plugins_options_reaches_its_model_config(tmp_path):
     built = build_config(exp)
     assert built.search_space == {("model_config", "hidden"): {"grid_search": [8, 16]}}
     assert built.param_space()["_model_config"]["hidden"] == {"grid_search": [8, 16]}
+
+
+def test_sac_networks_say_what_they_drop_and_which_wins(tmp_path, capsys):
+    """Ray 1.x SAC's two network blocks become one model_config: a setting lost, or one block
+    overriding the other, is said (ModelV2's empty defaults are dropped quietly)."""
+    text = experiment(
+        "SAC", "Pendulum-v1",
+        "Q_model: {fcnet_hiddens: [32, 32], fcnet_activation: relu, post_fcnet_hiddens: [],\n"
+        "  custom_model: null}\n"
+        "policy_model: {fcnet_hiddens: [16], fcnet_activation: relu, post_fcnet_hiddens: [8]}",
+    )  # fmt: skip
+    _, config, notices = build(tmp_path, text, capsys)
+    assert config.model_config["fcnet_hiddens"] == [16]
+    said = "\n".join(notices)
+    assert "'Q_model': Q_model/policy_model are one model_config on the new API stack\n" in said + "\n"
+    assert "new API stack; ['post_fcnet_hiddens'] dropped" in said
+    assert "'policy_model' sets model_config.fcnet_hiddens to [16], over [32, 32] from 'Q_model'" in said
+    assert "fcnet_activation to" not in said  # the same value in both: nothing to say

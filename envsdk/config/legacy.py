@@ -149,7 +149,11 @@ def _sac_networks(value: Any, ctx: Context) -> tuple[dict[str, Any], str]:
             f"{ctx.where}: Q_model/policy_model must be a mapping", "e.g. {fcnet_hiddens: [256, 256]}"
         )
     kept = {k: v for k, v in value.items() if k in ("fcnet_hiddens", "fcnet_activation")}
-    return {"model_config": kept}, "Q_model/policy_model are one model_config on the new API stack"
+    lost = sorted(k for k, v in value.items() if k not in kept and v not in (None, [], {}))
+    why = "Q_model/policy_model are one model_config on the new API stack"
+    if lost:
+        why += f"; {lost} dropped (only fcnet_hiddens and fcnet_activation are kept)"
+    return {"model_config": kept}, why
 
 
 def _prioritized(value: Any, ctx: Context) -> tuple[dict[str, Any], str]:

@@ -259,7 +259,11 @@ def translate(
 
     def put(key: str, value: Any, old: str) -> None:
         if key in out and isinstance(out[key], dict) and isinstance(value, dict):
-            out[key] = merge(out[key], value)  # e.g. Q_model and policy_model into model_config
+            for inner, given in value.items():  # e.g. Q_model and policy_model into model_config
+                if inner in out[key] and out[key][inner] != given:
+                    notice(f"config key '{old}' sets {key}.{inner} to {given!r}, over {out[key][inner]!r} "
+                           f"from '{spelled[key]}' (one setting in RLlib 2.60)")  # fmt: skip
+            out[key] = merge(out[key], value)
             return
         if key in out and old in legacy.CONFIG_KEYS and key in SCHEDULED:
             notice(f"config key '{old}' replaces '{key}': the schedule wins, as in Ray 1.x")
