@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from envsdk.config.yamlio import LineDict
+from envsdk.config.yamlio import LineDict, where_of
 from envsdk.errors import UserError
 from envsdk.notices import notice
 
@@ -347,17 +347,15 @@ def translate_model_options(model: dict[str, Any], where: str) -> tuple[LineDict
     out.source = getattr(model, "source", None)
     origin: dict[str, str] = {}  # new key -> the key that set it
 
-    def line(key: str) -> str:
-        return model.where(key) if isinstance(model, LineDict) else where
-
     for key, value in model.items():
         if key in ("custom_model", "custom_model_config"):
             continue
+        here = where_of(model, key, where)
         if key in UNSUPPORTED_MODEL_OPTIONS:
             unsupported = UNSUPPORTED_MODEL_OPTIONS[key]
             if value != unsupported.default:
                 raise UserError(
-                    f"{line(key)}: model option '{key}' has no equivalent on RLlib 2.60's new API stack",
+                    f"{here}: model option '{key}' has no equivalent on RLlib 2.60's new API stack",
                     unsupported.fix,
                 )
             notice(f"model option '{key}: {value}' dropped: it is ModelV2's default")
@@ -373,7 +371,8 @@ def translate_model_options(model: dict[str, Any], where: str) -> tuple[LineDict
         for new_key, new_value in moved.items():
             if new_key in out:
                 raise UserError(
-                    f"{line(key)}: model option '{key}' sets '{new_key}', which {line(origin[new_key])} sets",
+                    f"{here}: model option '{key}' sets '{new_key}', "
+                    f"which {where_of(model, origin[new_key], where)} sets",
                     "keep one of the two",
                 )
             out[new_key], origin[new_key] = new_value, key

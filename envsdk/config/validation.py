@@ -27,6 +27,7 @@ import numbers
 from typing import Any
 
 from envsdk.config import legacy
+from envsdk.config.yamlio import where_of
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.internals import is_deprecated_default
 from envsdk.notices import notice
@@ -374,7 +375,7 @@ def parse_stop(stop: Any, where: str) -> tuple[dict[str, float], set[str]]:
     out: dict[str, float] = {}
     custom: set[str] = set()
     for key, value in stop.items():
-        line = stop.where(key) if hasattr(stop, "where") else where
+        line = where_of(stop, key, where)
         metric, known = check_metric(key, line, "stop key")
         if not _is_number(value):
             raise UserError(

@@ -33,6 +33,14 @@ class LineDict(dict):
         return f"{src}:{line}" if line else src
 
 
+def where_of(mapping: Any, key: Any, fallback: str) -> str:
+    """``file:line`` of ``key`` in ``mapping`` when it was read from YAML (a :class:`LineDict` that
+    knows the key's line), else ``fallback`` (a mapping from the command line or built in code)."""
+    if isinstance(mapping, LineDict) and key in mapping.lines:
+        return mapping.where(key)
+    return fallback
+
+
 class _Loader(yaml.SafeLoader):
     source_path: Path | None = None  # the file being read, for error messages
 

@@ -48,7 +48,7 @@ from envsdk.config.validation import (
     check_model_config_value,
     search_domain,
 )
-from envsdk.config.yamlio import LineDict
+from envsdk.config.yamlio import LineDict, where_of
 from envsdk.envs.base import hooks
 from envsdk.envs.checker import AGENT, EnvInfo, preflight, unbuilt
 from envsdk.envs.curriculum import apply_curriculum
@@ -430,8 +430,7 @@ def _model_settings(
     unknown = [k for k in translated if k not in MODEL_CONFIG_FIELDS]
     if unknown:
         raise UserError(
-            f"{translated.where(unknown[0]) if unknown[0] in translated.lines else where}: "
-            f"unknown model option '{unknown[0]}'",
+            f"{where_of(translated, unknown[0], where)}: unknown model option '{unknown[0]}'",
             did_you_mean(unknown[0], MODEL_CONFIG_FIELDS) or "see RLlib's DefaultModelConfig",
         )
     _move_model_search(search, origin, given_model_config)
@@ -441,8 +440,7 @@ def _model_settings(
     defaults = algo_class.get_default_config()
     _check_model_config_keys(model_config, defaults, where)
     for key in sorted(set(model_config) & MODEL_CONFIG_FIELDS):
-        given = given_model_config if key in given_model_config else translated
-        here = given.where(key) if isinstance(given, LineDict) and key in given.lines else where
+        here = where_of(given_model_config if key in given_model_config else translated, key, where)
         searched = search.get(("model_config", key))
         for candidate in _candidates(searched) if searched is not None else []:
             check_model_config_value(key, candidate, here)
