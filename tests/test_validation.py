@@ -386,6 +386,26 @@ def test_h_dry_run_starts_no_game(tmp_path):
     assert not list(tmp_path.glob("Player-*.log")) and not player_pids() - before
 
 
+def test_a_grid_over_unity_players_finds_each_before_anything_starts(tmp_path, capsys):
+    """Each trial of `file_name: {grid_search: [...]}` gets its player's absolute path (the env
+    runners' working directory is not the YAML's), and one that is not there is exit 2 at once."""
+    from envsdk.training.algorithm_config import build_config
+
+    grid = "{grid_search: [builds/Chase, builds/Dodgeball]}"
+    yaml_text = f"x:\n  run: PPO\n  env: unity\n  config:\n    env_config: {{file_name: {grid}}}\n"
+    (exp,) = load_experiments(write(tmp_path, yaml_text))
+    built = build_config(exp, dry_run=True)
+    found = [str(PLAYERS / "builds" / f"{name}.x86_64") for name in ("Chase", "Dodgeball")]
+    assert built.search_space[("env_config", "file_name")] == {"grid_search": found}
+    assert built.param_space()["env_config"]["file_name"] == {"grid_search": found}
+    before = player_pids()
+    missing = "--config.env_config.file_name={grid_search: [builds/Chase, builds/NoSuchGame]}"
+    path = write(tmp_path, yaml_text, "missing.yaml")
+    assert run_cli(main, ["-f", str(path), "--dry-run", missing]) == 2
+    assert "Unity player 'builds/NoSuchGame' not found" in capsys.readouterr().err
+    assert not player_pids() - before
+
+
 def test_f_game_config_mistake_in_preflight_exits_2(train):
     out = train("-f", "configs/unity-seekwatch.yaml", "--stop-iters", "1",
                 "--config.env_config.no_graphics=true",

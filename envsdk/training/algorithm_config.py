@@ -208,6 +208,33 @@ def _extract_search_spaces(values: dict, where: Any, prefix: tuple = ()) -> dict
     return found
 
 
+def _prepare_env_grids(
+    prepare: Callable[[dict[str, Any], Path], dict[str, Any]],
+    env_config: dict[str, Any],
+    search: dict[tuple, Any],
+    base_dir: Path,
+) -> None:
+    """Each value of a grid inside ``env_config`` through the env's ``prepare_env_config``.
+
+    The representative goes through it with the rest of the run; without this, every other trial's
+    env would get the value as written (a Unity player's path relative to the YAML), and a bad
+    value would only fail in that trial's env runners.
+    """
+    for path in [p for p in search if p[0] == "env_config"]:
+        prepared = []
+        for value in search[path]["grid_search"]:
+            trial = copy.deepcopy(env_config)
+            node = trial
+            for part in path[1:-1]:
+                node = node[part]
+            node[path[-1]] = value
+            out: Any = prepare(trial, base_dir)
+            for part in path[1:]:
+                out = out[part]
+            prepared.append(out)
+        search[path] = {"grid_search": prepared}
+
+
 def _candidates(domain: Any) -> list[Any]:
     """The values a search space may give (grid and choice), or its bounds."""
     if isinstance(domain, dict) and "grid_search" in domain:
@@ -727,6 +754,7 @@ def build_config(
 
         register_env(resolved.name, resolved.creator)
     env_hooks = hooks(target)
+    _prepare_env_grids(env_hooks.prepare_env_config, env_config, search, exp.base_dir)
     env_config = env_hooks.prepare_env_config(env_config, exp.base_dir)  # e.g. Unity's absolute paths
     skip = dry_run and not env_hooks.build_in_dry_run
     with (
