@@ -106,9 +106,18 @@ def test_env_config_takes_grid_search_only(tmp_path):
         "env_config": {"size": {"grid_search": [3, 5]}, "noise": {"uniform": [0, 1]},
                        "nested": {"level": {"grid_search": ["a", "b"]}, "pick": {"choice": [1, 2]}}},
         "lr": {"uniform": [0.001, 0.01]},
+        "evaluation_config": {"env_config": {"size": {"grid_search": [7, 9]}, "noise": {"uniform": [2, 3]}},
+                              "explore": {"grid_search": [True, False]}},
     }  # fmt: skip
     found = _extract_search_spaces(values, lambda key: f"f.yaml:{key}")
-    assert set(found) == {("env_config", "size"), ("env_config", "nested", "level"), ("lr",)}
+    assert set(found) == {
+        ("env_config", "size"), ("env_config", "nested", "level"), ("lr",),
+        ("evaluation_config", "env_config", "size"), ("evaluation_config", "explore"),
+    }  # fmt: skip
+    assert values["evaluation_config"] == {
+        "env_config": {"size": 7, "noise": {"uniform": [2, 3]}},
+        "explore": True,
+    }
     assert values["env_config"] == {
         "size": 3, "noise": {"uniform": [0, 1]}, "nested": {"level": "a", "pick": {"choice": [1, 2]}}
     }  # fmt: skip

@@ -80,6 +80,11 @@ MISTAKES = {
                        ["model_config key 'lstm_cell_size' is 0", ">= 1"]),
     "eval-config-value": (BASE + "  config:\n    lr: 0.001\n    evaluation_config: {explore: often}\n",
                           ["bad.yaml:6", "'explore' is 'often'", "a boolean", "'explore: true'"]),
+    "eval-config-model": (BASE + "  config:\n    evaluation_config: {model: {fcnet_hiddens: [8]}}\n",
+                          ["bad.yaml:5", "evaluation_config.model: evaluation runs the trained network",
+                           "set the network under config.model"]),
+    "eval-config-model-config": (BASE + "  config:\n    evaluation_config:\n      model_config: {}\n",
+                                 ["bad.yaml:5", "evaluation_config.model_config:"]),
     "batch-mode-word": (BASE + "  config: {batch_mode: complete}\n",
                         ["'batch_mode' is 'complete'", "truncate_episodes or complete_episodes"]),
     "policies-for-one-agent": (BASE + "  config:\n    multiagent: {policies: [red, blue]}\n",
@@ -399,11 +404,33 @@ def test_a_grid_over_unity_players_finds_each_before_anything_starts(tmp_path, c
     assert built.search_space[("env_config", "file_name")] == {"grid_search": found}
     assert built.param_space()["env_config"]["file_name"] == {"grid_search": found}
     before = player_pids()
-    missing = "--config.env_config.file_name={grid_search: [builds/Chase, builds/NoSuchGame]}"
     path = write(tmp_path, yaml_text, "missing.yaml")
-    assert run_cli(main, ["-f", str(path), "--dry-run", missing]) == 2
-    assert "Unity player 'builds/NoSuchGame' not found" in capsys.readouterr().err
+    for missing in [
+        "--config.env_config.file_name={grid_search: [builds/Chase, builds/NoSuchGame]}",
+        "--config.evaluation_config.env_config.file_name=builds/NoSuchGame",
+        "--config.evaluation_config.env_config.file_name={grid_search: [builds/NoSuchGame]}",
+    ]:
+        assert run_cli(main, ["-f", str(path), "--dry-run", missing]) == 2, missing
+        assert "Unity player 'builds/NoSuchGame' not found" in capsys.readouterr().err
     assert not player_pids() - before
+
+
+def test_evaluation_env_config_is_prepared_over_trainings(tmp_path):
+    """RLlib merges evaluation_config.env_config over env_config: evaluation's own keys get the same
+    preparation (a Unity player found, its path absolute), grids in it included."""
+    from envsdk.training.algorithm_config import build_config
+
+    evaluation = "{env_config: {file_name: builds/Dodgeball, time_scale: {grid_search: [1, 5]}}}"
+    text = ("x:\n  run: PPO\n  env: unity\n  config:\n    env_config: {file_name: builds/Chase}\n"
+            f"    evaluation_config: {evaluation}\n")  # fmt: skip
+    (exp,) = load_experiments(write(tmp_path, text))
+    built = build_config(exp, dry_run=True)
+    assert built.config.env_config["file_name"] == str(PLAYERS / "builds" / "Chase.x86_64")
+    own = built.config.evaluation_config["env_config"]
+    assert own == {"file_name": str(PLAYERS / "builds" / "Dodgeball.x86_64"), "time_scale": 1}
+    assert built.search_space == {("evaluation_config", "env_config", "time_scale"): {"grid_search": [1, 5]}}
+    merged = built.config.get_evaluation_config_object().env_config
+    assert merged["file_name"].endswith("Dodgeball.x86_64") and merged["time_scale"] == 1
 
 
 def test_f_game_config_mistake_in_preflight_exits_2(train):

@@ -192,11 +192,12 @@ def _extract_search_spaces(values: dict, where: Any, prefix: tuple = ()) -> dict
     """Replace search-space values by a representative, returning the domains.
 
     ``where(key)`` names the YAML line of a top-level key (nested ones report their top key's).
-    Inside ``env_config`` only ``grid_search`` is one, as Tune reads it anywhere: another one-key
-    mapping there (``{uniform: [0, 1]}``) may be a setting of the env's own.
+    Inside ``env_config`` (and ``evaluation_config.env_config``) only ``grid_search`` is one, as
+    Tune reads it anywhere: another one-key mapping there (``{uniform: [0, 1]}``) may be a setting
+    of the env's own.
     """
     found: dict[tuple, Any] = {}
-    ops = ("grid_search",) if prefix[:1] == ("env_config",) else SEARCH_SPACES
+    ops = ("grid_search",) if _env_config_head(prefix) else SEARCH_SPACES
     for key, value in list(values.items()):
         line = where(prefix[0] if prefix else key)
         domain = _search_space(value, line, ops)
@@ -208,31 +209,58 @@ def _extract_search_spaces(values: dict, where: Any, prefix: tuple = ()) -> dict
     return found
 
 
-def _prepare_env_grids(
+ENV_CONFIGS = (("env_config",), ("evaluation_config", "env_config"))
+"""Where an env's settings sit in the config: training's, and evaluation's (merged over it by RLlib)."""
+
+
+def _env_config_head(path: tuple) -> tuple | None:
+    """The :data:`ENV_CONFIGS` entry that ``path`` lies in, if any."""
+    return next((head for head in ENV_CONFIGS if path[: len(head)] == head), None)
+
+
+def _prepare_env_configs(
     prepare: Callable[[dict[str, Any], Path], dict[str, Any]],
+    values: dict[str, Any],
     env_config: dict[str, Any],
     search: dict[tuple, Any],
     base_dir: Path,
-) -> None:
-    """Each value of a grid inside ``env_config`` through the env's ``prepare_env_config``.
+) -> dict[str, Any]:
+    """``env_config``, ``evaluation_config.env_config`` and each value of a grid inside them
+    through the env's ``prepare_env_config``; returns the prepared ``env_config``.
 
-    The representative goes through it with the rest of the run; without this, every other trial's
-    env would get the value as written (a Unity player's path relative to the YAML), and a bad
-    value would only fail in that trial's env runners.
+    Evaluation's settings are prepared merged over training's, as RLlib merges them, and keep only
+    their own keys.  Without this, evaluation's env and every trial but the representative's would
+    get their values as written (a Unity player's path relative to the YAML), and a bad value would
+    only fail in those env runners.
     """
-    for path in [p for p in search if p[0] == "env_config"]:
-        prepared = []
+    evaluation = values.get("evaluation_config") or {}
+    own = evaluation.get("env_config") or {}
+
+    def prepared(head: tuple, settings: dict[str, Any]) -> dict[str, Any]:
+        if head == ("env_config",):
+            return prepare(settings, base_dir)
+        merged = prepare({**env_config, **settings}, base_dir)
+        return {key: merged[key] for key in settings if key in merged}
+
+    for path in [p for p in search if _env_config_head(p)]:
+        head = _env_config_head(path)
+        assert head is not None
+        inner = path[len(head) :]
+        grid = []
         for value in search[path]["grid_search"]:
-            trial = copy.deepcopy(env_config)
+            trial = copy.deepcopy(env_config if head == ("env_config",) else own)
             node = trial
-            for part in path[1:-1]:
+            for part in inner[:-1]:
                 node = node[part]
-            node[path[-1]] = value
-            out: Any = prepare(trial, base_dir)
-            for part in path[1:]:
+            node[inner[-1]] = value
+            out: Any = prepared(head, trial)
+            for part in inner:
                 out = out[part]
-            prepared.append(out)
-        search[path] = {"grid_search": prepared}
+            grid.append(out)
+        search[path] = {"grid_search": grid}
+    if own:
+        evaluation["env_config"] = prepared(ENV_CONFIGS[1], own)
+    return prepared(ENV_CONFIGS[0], env_config)
 
 
 def _candidates(domain: Any) -> list[Any]:
@@ -721,6 +749,13 @@ def build_config(
     _check_values(values, defaults, search, spelled)
     if values.get("evaluation_config"):
         evaluation = _evaluation_config(values, values.lines.get("evaluation_config", 0))
+        for key in ("model", "model_config"):
+            if key in evaluation:  # RLlib: ignored (model) or an AttributeError at build (model_config)
+                raise UserError(
+                    f"{evaluation.where(key)}: evaluation_config.{key}: evaluation runs the trained"
+                    " network, so its settings are training's",
+                    f"remove it (set the network under config.{key})",
+                )
         _check_values(evaluation, defaults, {}, {})
         values["evaluation_config"] = dict(evaluation)
     _resolve_callbacks(values, [exp.base_dir])
@@ -754,8 +789,8 @@ def build_config(
 
         register_env(resolved.name, resolved.creator)
     env_hooks = hooks(target)
-    _prepare_env_grids(env_hooks.prepare_env_config, env_config, search, exp.base_dir)
-    env_config = env_hooks.prepare_env_config(env_config, exp.base_dir)  # e.g. Unity's absolute paths
+    # e.g. Unity's absolute paths
+    env_config = _prepare_env_configs(env_hooks.prepare_env_config, values, env_config, search, exp.base_dir)
     skip = dry_run and not env_hooks.build_in_dry_run
     with (
         contextlib.nullcontext((None, unbuilt(target))) if skip else preflight(resolved, env_config) as (
