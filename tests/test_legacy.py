@@ -255,6 +255,10 @@ def test_modelv2_options_become_the_default_models_settings(tmp_path, capsys):
         "'attention_dim' dropped",
     ):
         assert fragment in said, (fragment, said)
+    (exp,) = load_experiments(tmp_path / "exp.yaml")  # the model line train.py prints reads them back
+    (line,) = build_config(exp).models
+    network = "Box(4,) -> MLP [32] tanh -> LSTM 256 -> heads MLP [16] elu"
+    assert line == f"default_policy: {network}; actions Discrete(2)"
 
 
 @pytest.mark.parametrize(

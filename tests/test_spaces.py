@@ -496,5 +496,5 @@ def test_dry_run_lists_models(tmp_path):
     assert out.returncode == 0, out.stderr
     doc = yaml.safe_load(out.stdout)
     (line,) = doc["x"]["models"]
-    assert line.startswith("default_policy: camera 16x16x3 uint8 image -> CNN 2 layers + vector Box(3,)")
+    assert line.startswith("default_policy: camera 16x16x3 uint8 image -> CNN 2 layers relu + vector Box(3,)")
     assert json.dumps(doc)  # plain data only

@@ -107,12 +107,10 @@ def test_masked_hybrid_and_camera_behaviors_learn_side_by_side(train, tmp_path):
     out = train("-f", "configs/unity-seekwatch.yaml", "--stop-iters", "5", "--checkpoint-at-end",
                 f"--config.env_config.log_folder={logs}", timeout=500)  # fmt: skip
     assert out.returncode == 0, out.stdout[-2000:]
+    seeker = "Box(3,) flattened -> MLP [64, 64] tanh; actions hybrid 1 continuous + Discrete(3), masked"
+    assert f"model Seeker: {seeker}" in out.stdout
     assert (
-        "model Seeker: Box(3,) flattened -> MLP [64, 64]; actions hybrid 1 continuous + Discrete(3), masked"
-        in out.stdout
-    )
-    assert (
-        "model Watcher: 16x16x3 float32 image -> CNN 2 layers -> MLP [64, 64]; actions Discrete(3)"
+        "model Watcher: 16x16x3 float32 image -> CNN 2 layers relu -> MLP [64, 64] tanh; actions Discrete(3)"
         in out.stdout
     )
     (trial,) = trial_dirs(train.results)

@@ -173,11 +173,16 @@ def module_spec(
 
 
 def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any]) -> str:
-    """One line about the default network for these spaces (see the README's table)."""
+    """One line about the default network for these spaces (see the README's table).
+
+    It names what a user may have set: layer sizes and activations, an LSTM, head layers and the
+    concat critic, so that a translated Ray 1.x ``model:`` can be read back before training.
+    """
     model_config = {**dataclasses.asdict(DefaultModelConfig()), **model_config}
     hidden = list(model_config["fcnet_hiddens"])
+    mlp = f"MLP {hidden} {model_config['fcnet_activation']}"
     if rllib_encodes(obs):
-        reads = f"{describe_space(obs)} -> MLP {hidden}"
+        reads = f"{describe_space(obs)} -> {mlp}"
     else:
         parts = []
         for leaf in observation_leaves(inner_space(obs)):
@@ -188,12 +193,17 @@ def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any]) -> st
             elif leaf.kind == IMAGE:
                 height, width, _ = leaf.image_shape
                 layers = len(model_config.get("conv_filters") or default_conv_filters(height, width))
-                parts.append(f"{label}{what} -> CNN {layers} layers")
+                parts.append(f"{label}{what} -> CNN {layers} layers {model_config['conv_activation']}")
             else:
                 parts.append(f"{label}{what} flattened")
-        reads = " + ".join(parts) + f" -> MLP {hidden}"
+        reads = " + ".join(parts) + f" -> {mlp}"
+    if model_config["use_lstm"]:
+        reads += f" -> LSTM {model_config['lstm_cell_size']}"
+    heads = list(model_config["head_fcnet_hiddens"])
+    if heads:
+        reads += f" -> heads MLP {heads} {model_config['head_fcnet_activation']}"
     mask = ", masked" if has_action_mask(obs) else ""
-    critic = f"; Q-networks: [obs, action] -> MLP {hidden}" if model_config.get(Q_NETWORK) == "concat" else ""
+    critic = f"; Q-networks: [obs, action] -> {mlp}" if model_config.get(Q_NETWORK) == "concat" else ""
     return f"{reads}; actions {describe_actions(act)}{mask}{critic}"
 
 
