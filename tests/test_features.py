@@ -237,3 +237,28 @@ def test_action_normalisation_only_for_continuous_actions(tmp_path):
     assert (built["discrete"].normalize_actions, built["discrete"].clip_actions) == (False, False)
     assert built["continuous"].normalize_actions is True
     assert built["told"].normalize_actions is True
+
+
+BOX3 = gym.spaces.Box(0, 1, (3,), np.float32)
+
+
+@pytest.mark.parametrize(
+    ("trained", "seen", "fits"),
+    [
+        (BOX3, gym.spaces.Box(-5, 5, (3,), np.float32), True),  # other bounds: the network still takes it
+        (BOX3, gym.spaces.Box(0, 1, (4,), np.float32), False),
+        (BOX3, gym.spaces.Box(0, 1, (3,), np.uint8), False),
+        (gym.spaces.Discrete(2), gym.spaces.Discrete(3), False),
+        (gym.spaces.Dict({"a": BOX3, "b": gym.spaces.Discrete(2)}),
+         gym.spaces.Dict({"a": gym.spaces.Box(-1, 1, (3,), np.float32), "b": gym.spaces.Discrete(2)}), True),
+        (gym.spaces.Dict({"a": BOX3}), gym.spaces.Dict({"c": BOX3}), False),
+        (gym.spaces.Tuple([BOX3, gym.spaces.MultiDiscrete([2, 3])]),
+         gym.spaces.Tuple([BOX3, gym.spaces.MultiDiscrete([2, 4])]), False),
+        (gym.spaces.Tuple([BOX3]), gym.spaces.Tuple([BOX3, BOX3]), False),
+        (BOX3, gym.spaces.Discrete(3), False),
+    ],
+)  # fmt: skip
+def test_an_evaluation_env_fits_the_trained_network_by_layout(trained, seen, fits):
+    from envsdk.training.algorithm_config import _same_layout
+
+    assert _same_layout(trained, seen) is fits

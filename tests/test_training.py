@@ -307,3 +307,67 @@ def test_a_grid_in_env_config_gives_each_trial_its_env(train, tmp_path):
         assert first.in_features == env_config["size"], (env_config, first)
         sizes.append(env_config["size"])
     assert sorted(sizes) == [3, 5]
+
+
+def test_evaluation_runs_on_its_own_env(train, tmp_path):
+    """`evaluation_config: {env: module.Class, env_config: ...}`: evaluation's env is resolved and
+    registered as `env` is (here an old-gym-API class, which RLlib cannot run by itself), its
+    env_config merged over training's, and the trained network acts in it."""
+    (tmp_path / "fixed_env.py").write_text(
+        textwrap.dedent("""
+        import gymnasium as gym
+        import numpy as np
+
+        class FixedReturn(gym.Env):
+            '''CartPole's spaces; `steps` steps of reward `pay` whatever the agent does.'''
+
+            def __init__(self, config=None):
+                self.steps, self.pay = int(config["steps"]), float(config["pay"])
+                self.observation_space = gym.make("CartPole-v1").observation_space
+                self.action_space = gym.spaces.Discrete(2)
+
+            def reset(self, *, seed=None, options=None):
+                self.t = 0
+                return np.zeros(4, np.float32), {}
+
+            def step(self, action):
+                self.t += 1
+                return np.zeros(4, np.float32), self.pay, self.t >= self.steps, False, {}
+
+        class OldApiFixedReturn(FixedReturn):
+            '''The same, written for Ray 1.x's gym: reset -> obs, step -> 4-tuple.'''
+
+            def reset(self):
+                return super().reset()[0]
+
+            def step(self, action):
+                obs, reward, done, _, info = super().step(action)
+                return obs, reward, done, info
+        """)
+    )
+    path = tmp_path / "eval.yaml"
+    path.write_text(
+        textwrap.dedent("""
+        evaluated:
+          run: PPO
+          env: fixed_env.FixedReturn
+          stop: {training_iteration: 1}
+          config:
+            env_config: {steps: 10, pay: 1.0}
+            num_env_runners: 0
+            train_batch_size: 64
+            minibatch_size: 32
+            num_epochs: 1
+            evaluation_interval: 1
+            evaluation_duration: 2
+            evaluation_config:
+              env: fixed_env.OldApiFixedReturn
+              env_config: {pay: 2.5}
+        """)
+    )
+    out = train("-f", str(path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    (trial,) = trial_dirs(train.results)
+    last = progress_rows(trial)[-1]
+    assert float(last["env_runners/episode_return_mean"]) == 10.0  # training's env: 10 steps of 1
+    assert float(last["evaluation/env_runners/episode_return_mean"]) == 25.0  # 10 (training's) steps of 2.5
