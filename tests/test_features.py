@@ -259,6 +259,6 @@ BOX3 = gym.spaces.Box(0, 1, (3,), np.float32)
     ],
 )  # fmt: skip
 def test_an_evaluation_env_fits_the_trained_network_by_layout(trained, seen, fits):
-    from envsdk.training.algorithm_config import _same_layout
+    from envsdk.training.env_setup import same_layout
 
-    assert _same_layout(trained, seen) is fits
+    assert same_layout(trained, seen) is fits

@@ -54,7 +54,6 @@ from envsdk.envs.checker import AGENT, EnvInfo, preflight, unbuilt
 from envsdk.envs.curriculum import apply_curriculum
 from envsdk.envs.default_models.catalogs import Q_NETWORK
 from envsdk.envs.default_models.choice import check_modules, module_spec
-from envsdk.envs.default_models.spaces import describe_space
 from envsdk.envs.imports import import_ref
 from envsdk.envs.plugins import load_model, search_path
 from envsdk.envs.registry import ResolvedEnv, resolve_env
@@ -62,6 +61,7 @@ from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice, quiet_rllib
 from envsdk.training import (
     agent_metrics,
+    env_setup,
     episode_window,
     observation_filter,
     off_policy,
@@ -198,7 +198,7 @@ def _extract_search_spaces(values: dict, where: Any, prefix: tuple = ()) -> dict
     of the env's own.
     """
     found: dict[tuple, Any] = {}
-    ops = ("grid_search",) if _env_config_head(prefix) else SEARCH_SPACES
+    ops = ("grid_search",) if env_setup.env_config_head(prefix) else SEARCH_SPACES
     for key, value in list(values.items()):
         line = where(prefix[0] if prefix else key)
         domain = _search_space(value, line, ops)
@@ -208,132 +208,6 @@ def _extract_search_spaces(values: dict, where: Any, prefix: tuple = ()) -> dict
         elif isinstance(value, dict):
             found.update(_extract_search_spaces(value, where, (*prefix, key)))
     return found
-
-
-def _register(resolved: ResolvedEnv) -> None:
-    """Make the env's name known to RLlib's env runners (plain gymnasium ids need nothing)."""
-    if resolved.creator is not None:
-        from ray.tune.registry import register_env
-
-        register_env(resolved.name, resolved.creator)
-
-
-def _target(resolved: ResolvedEnv) -> Any:
-    """The env class (or factory) behind ``resolved``; None for a plain gymnasium id."""
-    return resolved.creator.target if resolved.creator is not None else None
-
-
-def _evaluation_env(values: LineDict, paths: list[Path], horizon: int | None) -> ResolvedEnv | None:
-    """``evaluation_config.env`` resolved and registered as ``env`` is (registered names, import
-    paths, Ray 1.x ids, ``unity``), with the same ``horizon``; None where evaluation uses training's."""
-    evaluation = values.get("evaluation_config") or {}
-    if evaluation.get("env") is None:
-        return None
-    try:
-        resolved = resolve_env(evaluation["env"], paths)
-    except UserError as err:
-        raise UserError(
-            f"{values.where('evaluation_config')}: evaluation_config.env: {err.message}", err.hint
-        ) from err
-    if horizon is not None:
-        resolved = resolved.with_time_limit(horizon)
-    _register(resolved)
-    evaluation["env"] = resolved.name
-    return resolved
-
-
-def _same_layout(a: gym.Space, b: gym.Space) -> bool:
-    """Whether a network built for ``a`` takes ``b``: equal spaces, or Boxes of one shape and dtype."""
-    if isinstance(a, gym.spaces.Box) and isinstance(b, gym.spaces.Box):
-        return a.shape == b.shape and a.dtype == b.dtype
-    if isinstance(a, gym.spaces.Dict) and isinstance(b, gym.spaces.Dict):
-        return list(a.spaces) == list(b.spaces) and all(_same_layout(a[k], b[k]) for k in a.spaces)
-    if isinstance(a, gym.spaces.Tuple) and isinstance(b, gym.spaces.Tuple):
-        return len(a.spaces) == len(b.spaces) and all(map(_same_layout, a.spaces, b.spaces))
-    return bool(a == b)
-
-
-def _check_evaluation_spaces(training: EnvInfo, evaluation: EnvInfo, where: str, name: str) -> None:
-    """Evaluation's env runs the trained networks: each agent both envs have must fit its policy's."""
-    if training.multi_agent != evaluation.multi_agent:
-        kinds = {True: "multi-agent", False: "single-agent"}
-        raise UserError(
-            f"{where}: evaluation_config.env '{name}' is {kinds[evaluation.multi_agent]},"
-            f" but training's env is {kinds[training.multi_agent]}",
-            "evaluate on an env of the same kind, or remove evaluation_config.env",
-        )
-    for agent in [a for a in evaluation.agent_spaces if a in training.agent_spaces]:
-        for what, trained, seen in zip(
-            ("observations", "actions"),
-            training.agent_spaces[agent],
-            evaluation.agent_spaces[agent],
-            strict=True,
-        ):
-            if not _same_layout(trained, seen):
-                who = "" if agent == AGENT else f", agent '{agent}',"
-                short = describe_space(seen) != describe_space(trained)  # else the full text tells them apart
-                given, takes = (describe_space(seen), describe_space(trained)) if short else (seen, trained)
-                raise UserError(
-                    f"{where}: evaluation_config.env '{name}'{who} has {what} {given}, but the trained"
-                    f" network's are {takes}",
-                    "evaluate on an env with training's spaces, or remove evaluation_config.env",
-                )
-
-
-ENV_CONFIGS = (("env_config",), ("evaluation_config", "env_config"))
-"""Where an env's settings sit in the config: training's, and evaluation's (merged over it by RLlib)."""
-
-
-def _env_config_head(path: tuple) -> tuple | None:
-    """The :data:`ENV_CONFIGS` entry that ``path`` lies in, if any."""
-    return next((head for head in ENV_CONFIGS if path[: len(head)] == head), None)
-
-
-def _prepare_env_configs(
-    prepare: Callable[[dict[str, Any], Path], dict[str, Any]],
-    prepare_evaluation: Callable[[dict[str, Any], Path], dict[str, Any]],
-    values: dict[str, Any],
-    env_config: dict[str, Any],
-    search: dict[tuple, Any],
-    base_dir: Path,
-) -> dict[str, Any]:
-    """``env_config``, ``evaluation_config.env_config`` and each value of a grid inside them
-    through their env's ``prepare_env_config`` (``prepare_evaluation``: evaluation's env's, which is
-    training's unless ``evaluation_config.env`` names another); returns the prepared ``env_config``.
-
-    Evaluation's settings are prepared merged over training's, as RLlib merges them, and keep only
-    their own keys.  Without this, evaluation's env and every trial but the representative's would
-    get their values as written (a Unity player's path relative to the YAML), and a bad value would
-    only fail in those env runners.
-    """
-    evaluation = values.get("evaluation_config") or {}
-    own = evaluation.get("env_config") or {}
-
-    def prepared(head: tuple, settings: dict[str, Any]) -> dict[str, Any]:
-        if head == ("env_config",):
-            return prepare(settings, base_dir)
-        merged = prepare_evaluation({**env_config, **settings}, base_dir)
-        return {key: merged[key] for key in settings if key in merged}
-
-    for path in [p for p in search if _env_config_head(p)]:
-        head = _env_config_head(path)
-        assert head is not None
-        inner = path[len(head) :]
-        grid = []
-        for value in search[path]["grid_search"]:
-            trial = copy.deepcopy(env_config if head == ("env_config",) else own)
-            node = trial
-            for part in inner[:-1]:
-                node = node[part]
-            node[inner[-1]] = value
-            out: Any = prepared(head, trial)
-            for part in inner:
-                out = out[part]
-            grid.append(out)
-        search[path] = {"grid_search": grid}
-    if own:
-        evaluation["env_config"] = prepared(ENV_CONFIGS[1], own)
-    return prepared(ENV_CONFIGS[0], env_config)
 
 
 def _candidates(domain: Any) -> list[Any]:
@@ -856,12 +730,12 @@ def build_config(
         notice(f"config key 'horizon' is a time limit of {horizon} steps on the env")
         resolved = resolved.with_time_limit(horizon)
     _check_vectorize_mode(values, resolved)
-    _register(resolved)
-    target = _target(resolved)
+    env_setup.register(resolved)
+    target = env_setup.target(resolved)
     env_hooks = hooks(target)
-    evaluation_env = _evaluation_env(values, paths, horizon)
-    evaluation_hooks = env_hooks if evaluation_env is None else hooks(_target(evaluation_env))
-    env_config = _prepare_env_configs(  # e.g. Unity's absolute paths
+    evaluation_env = env_setup.evaluation_env(values, paths, horizon)
+    evaluation_hooks = env_hooks if evaluation_env is None else hooks(env_setup.target(evaluation_env))
+    env_config = env_setup.prepare_env_configs(  # e.g. Unity's absolute paths
         env_hooks.prepare_env_config,
         evaluation_hooks.prepare_env_config,
         values,
@@ -880,7 +754,7 @@ def build_config(
             own = values["evaluation_config"].get("env_config") or {}
             with preflight(evaluation_env, {**env_config, **own}) as (_, evaluation_info):
                 where = values.where("evaluation_config")
-                _check_evaluation_spaces(info, evaluation_info, where, evaluation_env.name)
+                env_setup.check_evaluation_spaces(info, evaluation_info, where, evaluation_env.name)
         model = _model_settings(
             values, info, algo_class, exp.run, search_path(exp.base_dir), raw.where("model"), search
         )
