@@ -438,6 +438,32 @@ def test_evaluation_env_config_is_prepared_over_trainings(tmp_path):
     assert merged["file_name"].endswith("Dodgeball.x86_64") and merged["time_scale"] == 1
 
 
+def test_evaluation_env_config_merges_into_nested_settings_as_rllib_does(tmp_path):
+    """RLlib merges evaluation_config.env_config over env_config key by key at any depth: the
+    evaluation env checked before start gets that merge, not a top-level replacement."""
+    from envsdk.training.algorithm_config import build_config
+
+    (tmp_path / "nested_env.py").write_text(
+        "import gymnasium as gym\n"
+        "class NestedEnv(gym.Env):\n"
+        "    def __init__(self, config):\n"
+        "        self.size = config['grid']['width'] * config['grid']['height']\n"
+        "        self.observation_space = gym.spaces.Discrete(self.size)\n"
+        "        self.action_space = gym.spaces.Discrete(2)\n"
+        "    def reset(self, *, seed=None, options=None):\n"
+        "        return 0, {}\n"
+        "    def step(self, action):\n"
+        "        return 0, 0.0, True, False, {}\n"
+    )
+    text = ("x:\n  run: PPO\n  env: nested_env.NestedEnv\n  config:\n"
+            "    env_config: {grid: {width: 2, height: 3}}\n"
+            "    evaluation_config:\n      env: nested_env.NestedEnv\n"
+            "      env_config: {grid: {height: 3}}\n")  # fmt: skip
+    (exp,) = load_experiments(write(tmp_path, text))
+    built = build_config(exp)
+    assert built.config.get_evaluation_config_object().env_config == {"grid": {"width": 2, "height": 3}}
+
+
 def test_f_game_config_mistake_in_preflight_exits_2(train):
     out = train("-f", "configs/unity-seekwatch.yaml", "--stop-iters", "1",
                 "--config.env_config.no_graphics=true",

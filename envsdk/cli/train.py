@@ -111,7 +111,7 @@ def parse_overrides(extra: list[str]) -> dict[str, Any]:
 def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
     from envsdk.config.experiment import Experiment, load_experiments
     from envsdk.config.validation import check_stop_value
-    from envsdk.training.algorithm_config import merge
+    from envsdk.config.yamlio import merge
 
     if args.config_file:
         experiments = [exp for path in args.config_file for exp in load_experiments(path)]

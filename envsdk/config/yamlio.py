@@ -41,6 +41,16 @@ def where_of(mapping: Any, key: Any, fallback: str) -> str:
     return fallback
 
 
+def merge(base: dict, extra: dict) -> dict:
+    """``extra`` over ``base``, nested dicts merged key by key (``--config.env_config.x=1``; RLlib
+    merges ``evaluation_config.env_config`` over ``env_config`` the same way)."""
+    out = dict(base)
+    for key, value in extra.items():
+        nested = isinstance(value, dict) and isinstance(out.get(key), dict)
+        out[key] = merge(out[key], value) if nested else value
+    return out
+
+
 class _Loader(yaml.SafeLoader):
     source_path: Path | None = None  # the file being read, for error messages
 

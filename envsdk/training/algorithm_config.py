@@ -48,7 +48,7 @@ from envsdk.config.validation import (
     check_model_config_value,
     search_domain,
 )
-from envsdk.config.yamlio import LineDict, where_of
+from envsdk.config.yamlio import LineDict, merge, where_of
 from envsdk.envs.base import hooks
 from envsdk.envs.checker import AGENT, EnvInfo, preflight, unbuilt
 from envsdk.envs.curriculum import apply_curriculum
@@ -626,15 +626,6 @@ def _self_play(
     )
 
 
-def merge(base: dict, extra: dict) -> dict:
-    """``extra`` over ``base``, nested dicts merged key by key (``--config.env_config.x=1``)."""
-    out = dict(base)
-    for key, value in extra.items():
-        nested = isinstance(value, dict) and isinstance(out.get(key), dict)
-        out[key] = merge(out[key], value) if nested else value
-    return out
-
-
 def _check_vectorize_mode(values: LineDict, resolved: ResolvedEnv) -> None:
     """``gym_env_vectorize_mode: vector_entry_point`` needs an env with gymnasium's own vector version.
 
@@ -752,7 +743,7 @@ def build_config(
     ):
         if evaluation_env is not None and not (dry_run and not evaluation_hooks.build_in_dry_run):
             own = values["evaluation_config"].get("env_config") or {}
-            with preflight(evaluation_env, {**env_config, **own}) as (_, evaluation_info):
+            with preflight(evaluation_env, merge(env_config, own)) as (_, evaluation_info):
                 where = values.where("evaluation_config")
                 env_setup.check_evaluation_spaces(info, evaluation_info, where, evaluation_env.name)
         model = _model_settings(

@@ -15,7 +15,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from envsdk.config.yamlio import LineDict
+from envsdk.config.yamlio import LineDict, merge
 from envsdk.envs.checker import AGENT, EnvInfo
 from envsdk.envs.default_models.spaces import describe_space
 from envsdk.envs.registry import ResolvedEnv, resolve_env
@@ -113,10 +113,10 @@ def prepare_env_configs(
     through their env's ``prepare_env_config`` (``prepare_evaluation``: evaluation's env's, which is
     training's unless ``evaluation_config.env`` names another); returns the prepared ``env_config``.
 
-    Evaluation's settings are prepared merged over training's, as RLlib merges them, and keep only
-    their own keys.  Without this, evaluation's env and every trial but the representative's would
-    get their values as written (a Unity player's path relative to the YAML), and a bad value would
-    only fail in those env runners.
+    Evaluation's settings are prepared merged over training's, key by key at any depth as RLlib
+    merges them, and keep only their own (top-level) keys.  Without this, evaluation's env and
+    every trial but the representative's would get their values as written (a Unity player's path
+    relative to the YAML), and a bad value would only fail in those env runners.
     """
     evaluation = values.get("evaluation_config") or {}
     own = evaluation.get("env_config") or {}
@@ -124,7 +124,7 @@ def prepare_env_configs(
     def prepared(head: tuple, settings: dict[str, Any]) -> dict[str, Any]:
         if head == ("env_config",):
             return prepare(settings, base_dir)
-        merged = prepare_evaluation({**env_config, **settings}, base_dir)
+        merged = prepare_evaluation(merge(env_config, settings), base_dir)
         return {key: merged[key] for key in settings if key in merged}
 
     for path in [p for p in search if env_config_head(p)]:
