@@ -245,3 +245,20 @@ def built_algorithm(tmp_path: Path, run: str, obs: str, act: str, mask: bool, **
     """
     built = built_config(tmp_path, run, obs, act, mask, **config)
     return built.algo_class(config=built.config)
+
+
+def rollout_in_process(*args: Any) -> tuple[int, str]:
+    """rollout.py's own code, in this process (each run would otherwise pay a Python start)."""
+    import io
+
+    from envsdk.cli.rollout import main
+    from envsdk.errors import run_cli
+
+    buffer, environ = io.StringIO(), dict(os.environ)
+    try:
+        with contextlib.redirect_stdout(buffer):
+            code = run_cli(main, [str(a) for a in args])
+    finally:  # rollout.py sets SDL's drivers for pygame in its own process; keep this one clean
+        os.environ.clear()
+        os.environ.update(environ)
+    return code, buffer.getvalue()

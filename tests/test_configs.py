@@ -12,6 +12,15 @@ import pytest
 from tests.helpers import ROOT, progress_rows, trial_dirs
 
 OFFLINE = {"cartpole-bc.yaml"}  # trains from a rollout.py recording: tests/test_offline.py
+# Configs whose batches take minutes on 2 cores: smaller batches here, every other key as shipped.
+QUICK = {
+    "atari-pong-ppo.yaml": [
+        "--config.train_batch_size=256",
+        "--config.minibatch_size=128",
+        "--config.num_epochs=1",
+    ],
+    "halfcheetah-sac.yaml": ["--config.num_steps_sampled_before_learning_starts=256"],
+}
 CONFIGS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml") if p.name not in OFFLINE)
 
 
@@ -35,6 +44,7 @@ def test_config_trains(train, name):
     iters = "4" if name == "tune-search.yaml" else "2"
     logs = train.results.parent / "logs"  # the dodgeball config keeps player logs under its cwd
     extra = [f"--config.env_config.log_folder={logs}"] if name.startswith("unity-") else []
+    extra += QUICK.get(name, [])
     out = train("-f", f"configs/{name}", "--stop-iters", iters, "--checkpoint-at-end", *extra)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "done:" in out.stdout

@@ -249,7 +249,7 @@ def test_modelv2_options_become_the_default_models_settings(tmp_path, capsys):
     said = "\n".join(notices)
     for fragment in (
         "'post_fcnet_hiddens' is now 'head_fcnet_hiddens'",
-        "'dim' dropped: ModelV2 applied it only",
+        "'dim' dropped: with an Atari env it sizes atari_preprocessing",
         "'lstm_use_prev_action_reward' is now 'lstm_use_prev_action' and 'lstm_use_prev_reward'",
         "'use_attention: False' dropped",
         "'attention_dim' dropped",

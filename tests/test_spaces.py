@@ -11,7 +11,6 @@ checked against the actions the rollout took.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -34,8 +33,7 @@ from envsdk.envs.default_models.spaces import (
     sample_allowed,
     split_mask,
 )
-from envsdk.errors import run_cli
-from tests.helpers import ROOT, progress_rows, run_train
+from tests.helpers import ROOT, progress_rows, rollout_in_process, run_train
 
 ENVS = ROOT / "tests" / "envs"
 OBS = ["discrete", "multidiscrete", "box", "box2d", "image", "depth", "dict", "tuple"]
@@ -52,6 +50,9 @@ CASES = (
     ]
     + [("SAC", o, "box", False) for o in ("box2d", "image", "dict", "tuple")]
     + [("SAC", "tuple", "discrete", False)]
+    # float64 (MuJoCo's) and integer Box observations, as RLlib casts them (the start-up check too)
+    + [("PPO", "box64", "hybrid", True), ("PPO", "int", "multidiscrete", True)]
+    + [("DQN", "box64", "discrete", 1), ("SAC", "box64", "box", False), ("SAC", "int", "box", False)]
 )
 # Ray 1.x's observation_filter: MeanStdFilter (RLlib's connector; the mask and images left as they are)
 FILTERED = [("PPO", o, "hybrid", True, True) for o in ("box", "box2d", "depth", "dict", "tuple")] + [
@@ -111,7 +112,7 @@ def test_leaves_of_nested_spaces():
     assert [(leaf.path, leaf.kind, leaf.name) for leaf in leaves] == [
         (("a", 0), "onehot", "a.0"), (("a", 1), "flat", "a.1"), (("b", "c"), "image", "b.c"),
     ]  # fmt: skip
-    with pytest.raises(ValueError, match="Text observations"):
+    with pytest.raises(ValueError, match="the observations are Text"):
         observation_leaves(gym.spaces.Text(5))
 
 
@@ -276,23 +277,6 @@ def matrix(ray_address, tmp_path_factory):
     return out.stdout, results
 
 
-def _rollout(*args: str) -> tuple[int, str]:
-    """rollout.py's own code, in this process (each run would otherwise pay a Python start)."""
-    import contextlib
-    import io
-
-    from envsdk.cli.rollout import main
-
-    buffer, environ = io.StringIO(), dict(os.environ)
-    try:
-        with contextlib.redirect_stdout(buffer):
-            code = run_cli(main, [str(a) for a in args])
-    finally:  # rollout.py sets SDL's drivers for pygame in its own process; keep this one clean
-        os.environ.clear()
-        os.environ.update(environ)
-    return code, buffer.getvalue()
-
-
 @pytest.mark.parametrize("case", CASES, ids=[case_name(*c) for c in CASES])
 def test_every_space_trains_and_rolls_out(matrix, tmp_path, case):
     stdout, results = matrix
@@ -305,7 +289,7 @@ def test_every_space_trains_and_rolls_out(matrix, tmp_path, case):
     assert ("masked" in model) == bool(mask)
     assert ("CNN" in model) == (obs in ("image", "depth", "dict")), model
     assert ("one-hot" in model) == (obs in ("discrete", "multidiscrete", "tuple")), model
-    code, out = _rollout(results / name, "--episodes", "1", "--out", tmp_path / "e.npz")
+    code, out = rollout_in_process(results / name, "--episodes", "1", "--out", tmp_path / "e.npz")
     assert code == 0, out
     assert re.search(r"^episode 1: return -?[\d.]+, length 8$", out, re.M), (
         out
@@ -322,7 +306,7 @@ def test_mixed_policies_train_side_by_side(matrix, tmp_path):
     columns = progress_rows(trial)[-1]
     for policy in models:
         assert float(columns[f"env_runners/module_episode_returns_mean/{policy}"]) != 0
-    code, out = _rollout(results / "PPO-multi-agent", "--episodes", "1", "--no-out")
+    code, out = rollout_in_process(results / "PPO-multi-agent", "--episodes", "1", "--no-out")
     assert code == 0, out
 
 
@@ -337,7 +321,7 @@ def test_dqn_and_sac_train_a_module_per_agent_and_roll_out(matrix, name):
     for policy in policies:
         assert float(last[f"learners/{policy}/qf_loss"]) > 0, f"{policy} did not learn"
         assert float(last[f"replay_buffer/num_module_steps_stored/{policy}"]) > 0
-    code, out = _rollout(results / name, "--episodes", "1", "--no-out")
+    code, out = rollout_in_process(results / name, "--episodes", "1", "--no-out")
     assert code == 0, out
 
 
@@ -373,7 +357,7 @@ def _assert_squashed_mode(got: np.ndarray, want: np.ndarray, space) -> None:
 
 
 @pytest.mark.parametrize("case", EXPORTED, ids=[case_name(*c) for c in EXPORTED])
-def test_onnx_export_acts_like_the_rollout(matrix, tmp_path, case):
+def test_onnx_export_acts_like_therollout_in_process(matrix, tmp_path, case):
     import onnxruntime
 
     from envsdk.evaluation.onnx_export import greedy, layout_for
@@ -383,7 +367,7 @@ def test_onnx_export_acts_like_the_rollout(matrix, tmp_path, case):
 
     _, results = matrix
     target = tmp_path / "policy.onnx"
-    code, out = _rollout(results / case_name(*case), "--export-onnx", target, "--episodes", "2",
+    code, out = rollout_in_process(results / case_name(*case), "--export-onnx", target, "--episodes", "2",
                          "--out", tmp_path / "e.npz")  # fmt: skip
     assert code == 0, out
     module_dir = load(locate(results / case_name(*case)).checkpoint).module_dir / "default_policy"

@@ -30,6 +30,7 @@ EXAMPLES = """examples:
   %(prog)s CHECKPOINT --export-unity brains/      # Unity ML-Agents models, one per behavior's policy
   %(prog)s CHECKPOINT --num-workers 4 --episodes 100 --ray-address auto
   %(prog)s CHECKPOINT --episodes 200 --opponent random   # self-play: wins, draws, losses
+  %(prog)s CHECKPOINT --episodes 200 --opponent random --team 1   # ... playing the second team
 
 CHECKPOINT: a checkpoint, a trial folder (its best checkpoint) or an experiment folder (its best trial)."""
 
@@ -77,6 +78,12 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
         "--opponent",
         help="self-play checkpoints: the other teams play latest (the trained policy, default), "
         "random, or snapshot:N of the pool; wins, draws and losses are reported",
+    )
+    p.add_argument(
+        "--team",
+        type=int,
+        help="self-play checkpoints: the team the trained policy plays (default: the one it learned as"
+        " last); e.g. 0 moves first in a board game",
     )
     p.add_argument("--ray-address", help="evaluate on this Ray cluster (with --num-workers)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
@@ -221,12 +228,13 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
     print(f"checkpoint: {found.checkpoint} ({found.why})")
     restored = load(found.checkpoint, args.run, args.env, _env_config(args.env_config))
     opponent = None
-    if args.opponent is not None or restored.new_stack:  # old-stack checkpoints have no module folder
+    if args.opponent is not None or args.team is not None or restored.new_stack:  # old stack: no modules
         from envsdk.evaluation.opponents import chosen
 
-        opponent = chosen(args.opponent, restored.module_dir)
+        opponent = chosen(args.opponent, restored.module_dir, args.team)
     if opponent is not None:
-        print(f"self-play: the other teams play {opponent}")
+        side = f"the trained policy plays team {opponent.team}, " if opponent.team is not None else ""
+        print(f"self-play: {side}the other teams play {opponent}")
     print(
         f"policy: {restored.algorithm} on {restored.env.name}"
         + (" (old API stack)" if not restored.new_stack else "")

@@ -290,7 +290,10 @@ MODEL_OPTIONS: dict[str, str] = {
     "lstm_bias_initializer_config": "lstm_bias_initializer_kwargs",
 }
 
-_ATARI = "ModelV2 applied it only to 210x160 Atari frames; do it in the env (gymnasium's AtariPreprocessing)"
+_ATARI = (
+    "with an Atari env it sizes atari_preprocessing (the standard Atari preprocessing);"
+    " with others, ModelV2 ignored it too"
+)
 _MODELV2 = "a ModelV2 switch; the new API stack's default model has no such step"
 _ATTENTION = "read only with use_attention, which RLlib 2.60's default model does not have"
 _DECODER = "read only by ModelV2 decoders; the default model has none"

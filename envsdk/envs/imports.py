@@ -3,7 +3,10 @@
 ``custom_env.CustomEnv`` or ``custom_env:make_env`` is looked up relative to
 the YAML file's folder and the working directory.  Modules loaded this way are
 registered with cloudpickle *by value*, so Ray workers on other nodes can
-unpickle user classes without the file being on their ``sys.path``.
+unpickle user classes without the file being on their ``sys.path``.  What such a
+module imports at its top is not re-run by unpickling, so :func:`imported_with` names
+the installed packages it brought in (``import minigrid`` registers ids), for the env
+factory to import in each process.
 """
 
 from __future__ import annotations
@@ -44,6 +47,26 @@ def split_ref(ref: str) -> tuple[str, str] | None:
     return None
 
 
+_IMPORTED_WITH: dict[str, tuple[str, ...]] = {}
+
+
+def imported_with(module_name: str) -> tuple[str, ...]:
+    """The installed top-level packages that importing the user module ``module_name`` loaded
+    (new in ``sys.modules`` then) or that its globals come from; empty for an installed module."""
+    module = sys.modules.get(module_name)
+    if module is None or not is_user_module(module):
+        return ()
+    roots = set(_IMPORTED_WITH.get(module_name, ()))
+    for value in vars(module).values():
+        source = value.__name__ if isinstance(value, type(sys)) else getattr(value, "__module__", None)
+        if isinstance(source, str) and source:
+            roots.add(source.split(".")[0])
+    installed = [
+        r for r in roots if r in sys.modules and not is_user_module(sys.modules[r]) and r != "builtins"
+    ]
+    return tuple(sorted(r for r in installed if not r.startswith("_") and r not in sys.stdlib_module_names))
+
+
 def is_user_module(module: Any) -> bool:
     """True for modules outside site-packages and the standard library."""
     path = getattr(module, "__file__", None) or ""
@@ -70,6 +93,7 @@ def import_ref(ref: str, search: Iterable[Path] = (), what: str = "object") -> A
     module_name, attr = parts
     folders = [Path(p) for p in search] + [Path.cwd()]
     add_to_sys_path(folders)
+    before = {name.split(".")[0] for name in sys.modules}
     try:
         module = _import_user_module(module_name)
     except ModuleNotFoundError as err:
@@ -90,6 +114,8 @@ def import_ref(ref: str, search: Iterable[Path] = (), what: str = "object") -> A
         ) from err
     if is_user_module(module):
         pickle_by_value(module)
+        loaded = {name.split(".")[0] for name in sys.modules} - before
+        _IMPORTED_WITH[module_name] = tuple(sorted(set(_IMPORTED_WITH.get(module_name, ())) | loaded))
     try:
         return getattr(module, attr)
     except AttributeError:

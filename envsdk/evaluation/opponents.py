@@ -15,7 +15,7 @@ Each finished episode is a game, read as training reads it
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,15 @@ from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
 from envsdk.envs.base import MASK_KEY
 from envsdk.errors import UserError
-from envsdk.training.self_play import LATEST, LEDGER, OPPONENT, SelfPlayLedger, opponent_of
+from envsdk.training.self_play import (
+    LATEST,
+    LEDGER,
+    OPPONENT,
+    Ledger,
+    SelfPlayLedger,
+    SelfPlayMapping,
+    opponent_of,
+)
 
 CHOICES = "latest, random or snapshot:N"
 
@@ -38,6 +46,9 @@ CHOICES = "latest, random or snapshot:N"
 class Opponent:
     kind: str  # "latest" | "random" | "snapshot"
     snapshot: int = LATEST
+    team: int | None = (
+        None  # the team the trained policy plays (--team); None: the checkpoint's learning team
+    )
 
     def __str__(self) -> str:
         return f"snapshot {self.snapshot}" if self.kind == "snapshot" else self.kind
@@ -68,18 +79,29 @@ def _pool(module_dir: Path) -> dict[str, dict[str, Any]]:
     return ledger.pool
 
 
-def chosen(text: str | None, module_dir: Path) -> Opponent | None:
-    """``--opponent`` for this checkpoint: None unless it was trained by self-play, else the choice
-    (LATEST_WEIGHTS when none was given); a choice it cannot give is refused before any env starts."""
+def _teams(module_dir: Path) -> list[int]:
+    ledger = RLModule.from_checkpoint(module_dir / LEDGER)
+    assert isinstance(ledger, SelfPlayLedger)
+    return list(Ledger.from_json(ledger.ledger).teams) if ledger.ledger else []
+
+
+def chosen(text: str | None, module_dir: Path, team: int | None = None) -> Opponent | None:
+    """``--opponent`` (and ``--team``) for this checkpoint: None unless it was trained by self-play,
+    else the choice (LATEST_WEIGHTS when none was given); a choice it cannot give is refused before
+    any env starts."""
     opponent = parse(text) if text is not None else None
     policies = self_play_policies(module_dir)
-    if opponent is None:
+    if opponent is None and team is None:
         return LATEST_WEIGHTS if policies else None
     if not policies:
+        flag = "--opponent" if opponent is not None else "--team"
         raise UserError(
-            "--opponent: this checkpoint was not trained with self_play",
-            "drop --opponent (every agent plays its own policy)",
+            f"{flag}: this checkpoint was not trained with self_play",
+            f"drop {flag} (every agent plays its own policy)",
         )
+    opponent = replace(opponent or LATEST_WEIGHTS, team=team)
+    if team is not None and team not in (teams := _teams(module_dir)):
+        raise UserError(f"--team {team}: the checkpoint's teams are {teams}", f"pass one of {teams}")
     if opponent.kind == "snapshot":
         pool = _pool(module_dir)
         for policy in policies:
@@ -126,8 +148,12 @@ class RandomModule(TorchRLModule):
 
 
 def apply(runner: Any, opponent: Opponent, module_dir: Path) -> list[str]:
-    """Give every ``P@opponent`` of ``runner`` the chosen weights (or random play); returns the policies."""
+    """Give every ``P@opponent`` of ``runner`` the chosen weights (or random play), and the trained
+    policies the chosen team; returns the policies."""
     policies = self_play_policies(module_dir)
+    mapping = runner.config.policy_mapping_fn
+    if opponent.team is not None and isinstance(mapping, SelfPlayMapping):
+        mapping.learning_team = opponent.team
     pool = _pool(module_dir) if opponent.kind == "snapshot" else {}
     for policy in policies:
         mid = opponent_of(policy)

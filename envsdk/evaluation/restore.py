@@ -20,7 +20,7 @@ from typing import Any
 import ray
 
 from envsdk.envs.imports import add_to_sys_path
-from envsdk.envs.registry import ResolvedEnv, resolve_env
+from envsdk.envs.registry import EnvWrappers, ResolvedEnv, resolve_env
 from envsdk.errors import UserError
 from envsdk.training.checkpoints import RLLIB_MARKER, verify
 
@@ -121,8 +121,11 @@ def load(
             f"--run {run} does not match the checkpoint, which was trained with {algorithm}",
             f"drop --run or pass --run {algorithm}",
         )
-    env_ref = env or info.get("env") or env_ref
+    wrapped = info.get("env_wrapped") if env is None else None
+    env_ref = env or (wrapped or {}).get("env") or info.get("env") or env_ref
     resolved = resolve_env(env_ref if isinstance(env_ref, str) else None, search)
+    if wrapped:  # the wrappers that config keys asked for in training
+        resolved = resolved.wrapped(EnvWrappers.from_dict(wrapped))
     return Restored(
         checkpoint=checkpoint,
         algorithm=algorithm,

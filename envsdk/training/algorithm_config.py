@@ -49,6 +49,8 @@ from envsdk.config.validation import (
     search_domain,
 )
 from envsdk.config.yamlio import LineDict, merge, where_of
+from envsdk.envs import atari
+from envsdk.envs.atari import AtariSettings
 from envsdk.envs.base import hooks
 from envsdk.envs.checker import AGENT, EnvInfo, preflight, unbuilt
 from envsdk.envs.curriculum import apply_curriculum
@@ -56,7 +58,7 @@ from envsdk.envs.default_models.catalogs import Q_NETWORK
 from envsdk.envs.default_models.choice import check_modules, module_spec
 from envsdk.envs.imports import import_ref
 from envsdk.envs.plugins import load_model, search_path
-from envsdk.envs.registry import ResolvedEnv, resolve_env
+from envsdk.envs.registry import EnvWrappers, ResolvedEnv, resolve_env
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice, quiet_rllib
 from envsdk.training import (
@@ -94,6 +96,7 @@ SHAPES: dict[str, tuple[tuple[Any, ...], str]] = {
     "policy_mapping_fn": ((str, Callable), "an import path, e.g. policies.by_team"),
     "curriculum": ((str, Callable), "an import path, e.g. tasks.curriculum_fn"),
     "input": ((str, list, tuple, dict), "a path or a list of paths of recorded data"),
+    "drop_observation_keys": ((list, tuple), "a list of the observation's Dict keys to drop, e.g. [mission]"),
 }
 # Keys this tool adds on top of RLlib's, or accepts in their Python-API spelling.
 EXTRA_KEYS = {
@@ -106,6 +109,8 @@ EXTRA_KEYS = {
     "horizon",
     "self_play",
     "normalize_rewards",
+    "drop_observation_keys",
+    "atari_preprocessing",
 }
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
@@ -485,7 +490,45 @@ def _multi_agent_settings(values: LineDict, info: EnvInfo, paths: list[Path]) ->
         multi_agent["policies"] = {pid: PolicySpec(None, obs, act) for pid, (obs, act) in specs}
         multi_agent.setdefault("policy_mapping_fn", info.policy_mapping_fn)
         notice(f"policies from the env: {', '.join(sorted(info.policies))}")
+    elif info.multi_agent and info.agent_spaces and "policies" not in multi_agent:
+        _policies_from_agents(multi_agent, info)
     return multi_agent
+
+
+def _policies_from_agents(multi_agent: dict[str, Any], info: EnvInfo) -> None:
+    """A multi-agent env's default policies, from its (possible) agents: one shared policy where every
+    agent has the same spaces, else one per agent (named by its id).  RLlib's own default, one policy
+    with spaces it cannot tell, fails on such an env (PettingZoo's) with a KeyError."""
+    spaces = list(info.agent_spaces.values())
+    if all(s == spaces[0] for s in spaces[1:]):
+        multi_agent["policies"] = {SHARED_POLICY: PolicySpec(None, *spaces[0])}
+        multi_agent.setdefault("policy_mapping_fn", SharedPolicy())
+        notice(f"one policy, '{SHARED_POLICY}', for all agents ({len(spaces)}): their spaces are equal")
+        return
+    multi_agent["policies"] = {
+        str(a): PolicySpec(None, obs, act) for a, (obs, act) in info.agent_spaces.items()
+    }
+    multi_agent.setdefault("policy_mapping_fn", PolicyPerAgent())
+    notice(f"one policy per agent (their spaces differ): {', '.join(map(str, info.agent_spaces))}")
+
+
+SHARED_POLICY = "shared_policy"
+"""The one policy of a multi-agent env whose agents all have the same spaces and whose YAML names no
+policies (not ``default_policy``: RLlib takes a run with only that policy for a single-agent one)."""
+
+
+class SharedPolicy:
+    """Every agent -> :data:`SHARED_POLICY` (picklable)."""
+
+    def __call__(self, agent_id: Any, episode: Any = None, **kwargs: Any) -> str:
+        return SHARED_POLICY
+
+
+class PolicyPerAgent:
+    """Agent ``a`` -> policy ``str(a)`` (picklable)."""
+
+    def __call__(self, agent_id: Any, episode: Any = None, **kwargs: Any) -> str:
+        return str(agent_id)
 
 
 def _policy_of(config: AlgorithmConfig, info: EnvInfo) -> dict[str, str]:
@@ -592,11 +635,13 @@ def _self_play(
     info: EnvInfo,
     multi_agent: dict[str, Any],
     model: ModelSettings,
-    env_hooks: Any,
+    env_class: Any,
     env_config: dict[str, Any],
     values: LineDict,
 ) -> None:
-    """``self_play:``: opponents, mapping and ELO (:mod:`envsdk.training.self_play`) for the env's agents."""
+    """``self_play:``: opponents, mapping and ELO (:mod:`envsdk.training.self_play`) for the env's agents.
+
+    ``env_class``: the env's class or factory (its ``self_play_teams``), or the built env."""
     where = values.where("self_play")
     if model.old_stack:
         raise UserError(
@@ -613,10 +658,14 @@ def _self_play(
         )
     if not info.first_obs:
         return  # a dry run that did not start the game: its agents and teams are checked when it starts
+    # Every agent the env declares: in a turn-based game only the player to move observes at reset.
+    spaces = dict(info.agent_spaces)
     assign = self_play.assignment(
-        settings, env_hooks.self_play_teams(env_config), multi_agent.get("policy_mapping_fn")
+        settings,
+        self_play.env_teams(env_class, env_config),
+        multi_agent.get("policy_mapping_fn"),
+        list(spaces),
     )
-    spaces = {a: info.agent_spaces[a] for a in info.first_obs if a in info.agent_spaces}
     seed = int(values.get("seed") or 0)
     trained = self_play.configure(config, settings, assign, spaces, model.module_spec, seed)
     notice(
@@ -624,6 +673,28 @@ def _self_play(
         f" ({', '.join(map(self_play.opponent_of, trained))}),"
         f" a snapshot every {settings.save_steps} steps, the opponent changes every {settings.swap_steps}"
     )
+
+
+def _atari_preprocessing(values: LineDict, resolved: ResolvedEnv) -> AtariSettings | None:
+    """The standard preprocessing for an Atari env unless ``atari_preprocessing: false``
+    (:mod:`envsdk.envs.atari`); Ray 1.x's ``model: {dim, grayscale, framestack}`` size it."""
+    given = values.pop("atari_preprocessing", None)
+    where = values.where("atari_preprocessing")
+    ale = resolved.name.split(":")[0] == "ale_py" if resolved.creator is None else False
+    if not ale:
+        if given not in (None, False):
+            raise UserError(
+                f"{where}: atari_preprocessing needs an Atari game (an ALE/... id),"
+                f" and env is '{resolved.name}'",
+                "remove atari_preprocessing, or use an ALE id such as ALE/Pong-v5",
+            )
+        return None
+    model = values.get("model")
+    sized = atari.from_model_options(model) if isinstance(model, dict) and given is None else {}
+    settings = AtariSettings.parse(sized or given, where)
+    if settings is not None:
+        notice(f"Atari preprocessing: {settings.describe()} (atari_preprocessing: false to turn it off)")
+    return settings
 
 
 def _check_vectorize_mode(values: LineDict, resolved: ResolvedEnv) -> None:
@@ -712,6 +783,7 @@ def build_config(
     env_config = dict(values.pop("env_config", None) or {})
     paths = [exp.base_dir]
     resolved = resolve_env(env_ref, paths)
+    atari_settings = _atari_preprocessing(values, resolved)
     horizon = values.pop("horizon", None)
     if horizon is not None:  # Ray 1.x: episodes cut after N steps; gymnasium: a TimeLimit
         if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
@@ -720,8 +792,9 @@ def build_config(
             )
         notice(f"config key 'horizon' is a time limit of {horizon} steps on the env")
         resolved = resolved.with_time_limit(horizon)
+    dropped = tuple(str(k) for k in values.pop("drop_observation_keys", None) or ())  # MiniGrid's mission
+    resolved = resolved.wrapped(EnvWrappers(dropped, atari_settings))
     _check_vectorize_mode(values, resolved)
-    env_setup.register(resolved)
     target = env_setup.target(resolved)
     env_hooks = hooks(target)
     evaluation_env = env_setup.evaluation_env(values, paths, horizon)
@@ -741,6 +814,9 @@ def build_config(
             info,
         )
     ):
+        if env is not None and env_setup.needs_layout(env, resolved):
+            resolved = resolved.laid_out()  # RLlib would build it bare, its action mask as features
+        env_setup.register(resolved)
         if evaluation_env is not None and not (dry_run and not evaluation_hooks.build_in_dry_run):
             own = values["evaluation_config"].get("env_config") or {}
             with preflight(evaluation_env, merge(env_config, own)) as (_, evaluation_info):
@@ -789,7 +865,7 @@ def build_config(
             _fit_replay_buffer(config, default_config, values)
             if self_play_settings is not None:
                 _self_play(
-                    config, self_play_settings, info, multi_agent, model, env_hooks, env_config, values
+                    config, self_play_settings, info, multi_agent, model, target or env, env_config, values
                 )
             config.validate()
         except (ValueError, TypeError, KeyError) as err:

@@ -18,6 +18,7 @@ import gymnasium as gym
 from envsdk.config.yamlio import LineDict, merge
 from envsdk.envs.checker import AGENT, EnvInfo
 from envsdk.envs.default_models.spaces import describe_space
+from envsdk.envs.layout import MultiAgentLayout, SingleAgentLayout
 from envsdk.envs.registry import ResolvedEnv, resolve_env
 from envsdk.errors import UserError
 
@@ -28,6 +29,12 @@ def register(resolved: ResolvedEnv) -> None:
         from ray.tune.registry import register_env
 
         register_env(resolved.name, resolved.creator)
+
+
+def needs_layout(env: Any, resolved: ResolvedEnv) -> bool:
+    """Whether the env that ``resolved.make`` built was laid out (:mod:`envsdk.envs.layout`) where
+    RLlib, building a gymnasium id itself, would not lay it out."""
+    return resolved.creator is None and isinstance(env, SingleAgentLayout | MultiAgentLayout)
 
 
 def target(resolved: ResolvedEnv) -> Any:

@@ -56,6 +56,7 @@ from ray.rllib.policy.policy import PolicySpec
 
 from envsdk.config.self_play import SelfPlaySettings, TeamsByName
 from envsdk.errors import UserError
+from envsdk.notices import notice
 from envsdk.progress import SELF_PLAY as RESULTS
 from envsdk.training.callbacks import add_callback
 
@@ -467,7 +468,8 @@ def configure(
 ) -> list[str]:
     """Set ``config`` up for self-play over the env's agents; returns the trained policies.
 
-    ``agent_spaces``: the env's agents (those of its first observation) and their spaces.
+    ``agent_spaces``: the env's agents (its possible agents, and those of its first observation) and
+    their spaces.
     """
     roles: dict[str, tuple[gym.Space, gym.Space]] = {}
     teams: dict[str, set[int]] = {}
@@ -488,8 +490,8 @@ def configure(
     if lonely:
         raise UserError(
             f"self_play: policy '{lonely[0]}' has agents of one team only"
-            f" ({sorted(teams[lonely[0]])}) in the "
-            "env's first observation; self-play needs two teams playing the same policy",
+            f" ({sorted(teams[lonely[0]])}) among the "
+            "env's agents; self-play needs two teams playing the same policy",
             "map both teams' agents to one policy, and give teams (self_play.teams, or the env's teams)",
         )
     all_teams = sorted(set().union(*teams.values()))
@@ -522,14 +524,32 @@ def configure(
     return policies
 
 
+def env_teams(env_class: Any, env_config: dict[str, Any]) -> Callable[[Any], tuple[str, int]] | None:
+    """The env's own ``self_play_teams(env_config)``, on any class that has one (not only ours)."""
+    declared = getattr(env_class, "self_play_teams", None)
+    return declared(env_config) if callable(declared) else None
+
+
 def assignment(
-    settings: SelfPlaySettings, env_teams: Callable[[Any], tuple[str, int]] | None, policy_of: Any
+    settings: SelfPlaySettings,
+    env_teams: Callable[[Any], tuple[str, int]] | None,
+    policy_of: Any,
+    agents: list[Any],
 ) -> Any:
-    """Agent -> (policy, team): the YAML's ``teams`` (with the run's policy mapping) over the env's own."""
+    """Agent -> (policy, team): the YAML's ``teams`` (with the run's policy mapping) over the env's own;
+    with neither, a two-agent env whose agents share one policy puts each agent on a team of its own
+    (a board game's two players).  ``agents``: the env's (possible) agents, in its order."""
     if settings.teams:
         return RoleAndTeam(TeamsByName(dict(settings.teams)), policy_of)
     if env_teams is not None:
         return env_teams
+    if len(agents) == 2:
+        by_order = RoleAndTeam(TeamsByName({str(a): i for i, a in enumerate(agents)}), policy_of)
+        if by_order(agents[0])[0] == by_order(agents[1])[0]:
+            notice(
+                f"self-play teams: '{agents[0]}' is team 0, '{agents[1]}' team 1 (self_play.teams to change)"
+            )
+            return by_order
     raise UserError(
         "self_play needs each agent's team: the env declares none",
         "add self_play.teams (agent id or glob -> team), or give the env a self_play_teams() classmethod",

@@ -46,6 +46,12 @@ def _run_info(exp: Experiment, built: BuiltConfig, score_attr: str | None, order
         "experiment": exp.name,
         "algorithm": exp.run,
         "env": built.env.name,
+        # The env's own name and our wrappers around it (drop_observation_keys, atari_preprocessing)
+        **(
+            {"env_wrapped": {"env": built.env.wrapped_from[0], **built.env.wrapped_from[1].as_dict()}}
+            if built.env.wrapped_from
+            else {}
+        ),
         "config_file": str(Path(exp.source).resolve()) if exp.source else None,
         "search_paths": [str(p) for p in built.search_paths],
         "score_attr": score_attr,

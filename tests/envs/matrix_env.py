@@ -18,6 +18,8 @@ OBS = {
     "discrete": spaces.Discrete(3, start=1),
     "multidiscrete": spaces.MultiDiscrete([3, 4]),
     "box": spaces.Box(-1.0, 1.0, (4,), np.float32),
+    "box64": spaces.Box(-1.0, 1.0, (4,), np.float64),  # MuJoCo's dtype
+    "int": spaces.Box(0, 9, (4,), np.int64),
     "box2d": spaces.Box(-1.0, 1.0, (3, 5), np.float32),
     "image": spaces.Box(0, 255, (24, 24, 3), np.uint8),  # a size with no RLlib default
     "depth": spaces.Box(0.0, 1.0, (20, 20, 1), np.float32),
@@ -50,6 +52,7 @@ class MatrixEnv(gym.Env):
         self.masked = bool(config.get("mask", False))
         self.length = int(config.get("length", 8))
         inner = OBS[self.obs_kind]
+        self.observation_space_inner = inner
         if self.masked:
             mask = spaces.Box(0, 1, (MASK_SIZE[self.act_kind],), np.int8)
             self.observation_space = spaces.Dict({"observations": inner, "action_mask": mask})
@@ -67,8 +70,8 @@ class MatrixEnv(gym.Env):
             return t + 1
         if self.obs_kind == "multidiscrete":
             return np.array([t, self.t % 4])
-        if self.obs_kind == "box":
-            return np.eye(4, dtype=np.float32)[t]
+        if self.obs_kind in ("box", "box64", "int"):
+            return np.eye(4, dtype=self.observation_space_inner.dtype)[t]
         if self.obs_kind == "box2d":
             grid = np.zeros((3, 5), np.float32)
             grid[t, :] = 1.0

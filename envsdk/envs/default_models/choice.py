@@ -35,6 +35,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 from envsdk.envs.base import MASK_KEY, has_action_mask
 from envsdk.envs.default_models.catalogs import (
@@ -208,12 +209,13 @@ def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any]) -> st
 
 
 def _batch(value: Any) -> Any:
-    """One observation as a batch of one, in tensors (as RLlib's connectors hand it to modules)."""
+    """One observation as a batch of one, in tensors, as RLlib's connectors hand it to modules
+    (``convert_to_torch_tensor``: float64 observations become float32, as in training)."""
     if isinstance(value, dict):
         return {k: _batch(v) for k, v in value.items()}
     if isinstance(value, tuple):
         return tuple(_batch(v) for v in value)
-    return torch.as_tensor(np.asarray(value)[None])
+    return convert_to_torch_tensor(np.asarray(value)[None])
 
 
 def check_modules(

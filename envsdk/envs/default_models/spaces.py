@@ -138,9 +138,12 @@ def observation_leaves(space: gym.Space) -> list[ObsLeaf]:
         elif isinstance(sub, gym.spaces.MultiBinary):
             leaves.append(ObsLeaf(path, sub, FLAT))
         else:
+            key = ".".join(map(str, path))
+            what = f"the observation part '{key}' is" if path else "the observations are"
+            drop = f", drop it (config: drop_observation_keys: [{key}])" if path else ""
             raise SpaceError(
-                f"{type(sub).__name__} observations ({sub}) have no default encoding; "
-                "convert them to Box/Discrete in the env, or give a custom_model"
+                f"{what} {type(sub).__name__} ({sub!s:.80}), which has no default encoding; "
+                f"convert it to Box/Discrete in the env{drop}, or give a custom_model"
             )
 
     walk(space, ())
