@@ -21,7 +21,7 @@ from unity_bridge import observations, side_channels
 from unity_bridge.environment import Action, UnityEnvironment
 from unity_bridge.errors import LaunchError, PlayerError
 from unity_bridge.protocol import communicator_objects_pb2 as pb
-from unity_bridge.rllib_env import ALL, UnityEnv, UnityGymEnv
+from unity_bridge.rllib_env import ALL, UnityEnv, UnityGymEnv, behavior_of
 from unity_bridge.settings import LaunchSettings
 from unity_bridge.standin.build import write_build
 
@@ -402,6 +402,36 @@ def test_continuous_and_hybrid_actions():
                 obs, *_ = e.step({k: space.sample() for k in obs}) if obs else e.step({})
         finally:
             e.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "sent"),
+    [("mlagents", [1.0, -2.5 / 3, 0.1 / 3]), ("clip", [1.0, -1.0, 0.1]), ("auto", [1.0, -2.5 / 3, 0.1 / 3])],
+)
+def test_continuous_actions_reach_the_game_within_its_range(tmp_path, setting, sent):
+    """RLlib hands the env a Gaussian policy's unclipped sample; the game gets it in [-1, 1] by the
+    chosen mapping (mlagents-learn's by default).  The stand-in exits (status 6) on any value outside,
+    as a game that scales a force by its action would misbehave: a real counterpart, checking."""
+    from unity_bridge.rllib_env import to_action
+
+    e = env(additional_args=["--actions", "continuous"], continuous_actions=setting, log_folder=str(tmp_path))
+    try:
+        spec = next(iter(e.game.specs.values()))
+        mapped = to_action(spec, np.array([7.0, -2.5, 0.1], np.float32), e._mapping).continuous
+        assert np.allclose(mapped, sent)
+        obs, _ = e.reset()
+        for value in (7.0, -2.5, 0.1) * 3:
+            obs, *_ = e.step({k: np.array([value], np.float32) for k in obs})
+        assert e.restart_count == 0
+        # Without the mapping, the player refuses the value and ends: the check on its side is live.
+        (key,) = obs
+        e.game.set_actions(behavior_of(key), {int(key.rsplit("/", 1)[1]): Action(continuous=np.array([2.5]))})
+        with pytest.raises(PlayerError):
+            e.game.step()
+    finally:
+        e.close()
+    log = "".join(p.read_text() for p in tmp_path.glob("*.log"))
+    assert "error: continuous action 2.5 outside [-1, 1]" in log
 
 
 def test_several_observations_make_a_dict_space():

@@ -13,8 +13,10 @@ actions ``continuous_actions`` (sampled), ``continuous_action_output_shape``,
 ``deterministic_continuous_actions``; for discrete ones
 ``discrete_actions`` (sampled, int64, masks honoured),
 ``discrete_action_output_shape`` and ``deterministic_discrete_actions``.
-Continuous actions come out clipped to [-1, 1], which is what the game saw
-in training (Unity clips them itself).  The network's own preprocessing
+Continuous actions come out in [-1, 1] by the mapping the game's actions went through in
+training (env_config ``continuous_actions``: ``mlagents`` clamps to [-3, 3] and divides
+by 3, ``clip`` clips; a squashed policy's are inside already), recorded in brains.json:
+Unity passes actions on as received.  The network's own preprocessing
 (image scaling, one-hot, the MeanStdFilter's statistics) is inside the
 graph: the game feeds raw observations, as Unity does.
 
@@ -38,6 +40,7 @@ from envsdk.errors import UserError
 from envsdk.evaluation.onnx_export import PolicyNet, allowing_masks, policy_nets
 from envsdk.evaluation.restore import Restored
 from envsdk.training.self_play import SelfPlayMapping
+from unity_bridge.settings import CLIP, LaunchSettings, continuous_mapping, to_unity_range
 
 MODEL_VERSION = 3
 OPSET = 15  # ML-Agents writes 9; Unity's Inference Engine imports opsets 7 to 15
@@ -56,6 +59,7 @@ class BrainSpec:
     observations: tuple[tuple[str, tuple[int, ...]], ...]  # (name, shape) in the game's order
     continuous: int
     branches: tuple[int, ...]
+    continuous_actions: str = CLIP  # how continuous actions are brought into [-1, 1] (settings.py)
 
     @property
     def input_names(self) -> list[str]:
@@ -111,10 +115,11 @@ class UnityBrain(torch.nn.Module):
         mean = raw[..., box.start : box.start + n]
         log_std = raw[..., box.start + n : box.start + 2 * n]
         sampled = mean + torch.exp(log_std) * torch.randn_like(mean)
+        mapping = self.spec.continuous_actions
         if self.net.squashed:
-            mean, sampled = torch.tanh(mean), torch.tanh(sampled)
+            mean, sampled, mapping = torch.tanh(mean), torch.tanh(sampled), CLIP
         shape = torch.tensor([float(n)])
-        return [sampled.clamp(-1.0, 1.0), shape, mean.clamp(-1.0, 1.0)]
+        return [to_unity_range(sampled, mapping), shape, to_unity_range(mean, mapping)]
 
     def _discrete(self, raw: torch.Tensor, mask: torch.Tensor | None) -> list[torch.Tensor]:
         if self.net.layout.q_values:  # DQN: one branch of Q-values, acted on greedily
@@ -156,6 +161,8 @@ def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
     from unity_bridge.rllib_env import UnityGymEnv, agent_key
 
     mapping = getattr(restored.config, "policy_mapping_fn", None)
+    setting = LaunchSettings.from_config(restored.env_config).continuous_actions
+    actions = continuous_mapping(setting, restored.algorithm)  # `auto`: checkpoints from before the key
     env = restored.env.make(dict(restored.env_config))
     try:
         multi = env.multi if isinstance(env, UnityGymEnv) else env
@@ -168,7 +175,9 @@ def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
             else:
                 policy = multi.policy_mapping_fn(agent_key(behavior, 0))
             observations = tuple((o.name, tuple(int(d) for d in o.shape)) for o in spec.observations)
-            out[behavior] = BrainSpec(behavior, policy, observations, spec.continuous, tuple(spec.branches))
+            out[behavior] = BrainSpec(
+                behavior, policy, observations, spec.continuous, tuple(spec.branches), actions
+            )
         return out
     finally:
         env.close()

@@ -39,7 +39,7 @@ from unity_bridge.environment import Action, AgentStep, BehaviorSpec, UnityEnvir
 from unity_bridge.errors import PlayerError
 from unity_bridge.metrics import log_unity_metrics
 from unity_bridge.player import thread_limit
-from unity_bridge.settings import LaunchSettings
+from unity_bridge.settings import LaunchSettings, continuous_mapping, to_unity_range
 
 ALL = "__all__"
 _THREAD_WARN_FRACTION = 0.8
@@ -124,11 +124,14 @@ def action_space(spec: BehaviorSpec) -> gym.Space:
     return space
 
 
-def to_action(spec: BehaviorSpec, action: Any) -> Action:
+def to_action(spec: BehaviorSpec, action: Any, mapping: str) -> Action:
+    """RLlib's action for one agent -> what the game gets: continuous values into [-1, 1] by
+    ``mapping`` (:data:`~unity_bridge.settings.CONTINUOUS_ACTIONS`)."""
     if spec.continuous and spec.branches:
-        return Action(continuous=action[0], discrete=np.atleast_1d(action[1]))
+        continuous = to_unity_range(np.asarray(action[0], np.float32), mapping)
+        return Action(continuous=continuous, discrete=np.atleast_1d(action[1]))
     if spec.continuous:
-        return Action(continuous=action)
+        return Action(continuous=to_unity_range(np.asarray(action, np.float32), mapping))
     return Action(discrete=np.atleast_1d(action))
 
 
@@ -142,7 +145,8 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
     build_in_dry_run: ClassVar[bool] = False  # building one launches the game
     stable_agent_ids: ClassVar[bool] = False  # Unity gives every agent a new id each episode
     # RLlib's action normalisation keeps per-agent-id spaces, but Unity agent ids change every
-    # episode; Unity clips continuous actions to [-1, 1] itself, which is our Box already.
+    # episode; continuous actions are brought into [-1, 1] here instead (Unity passes on whatever
+    # it gets), by env_config continuous_actions, and RLlib trains on the unclipped sample.
     config_defaults: ClassVar[dict[str, Any]] = {"normalize_actions": False, "clip_actions": False}
 
     def __init__(self, env_config: dict[str, Any] | None = None):
@@ -155,6 +159,8 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         self.slot = _claim_slot(self.worker_index)
         settings, worker_id = settings.for_worker(self.worker_index, self.slot)
         self.settings = settings
+        # An unresolved `auto` (an env built outside train.py): a Gaussian policy's mapping.
+        self._mapping = continuous_mapping(settings.continuous_actions, "")
         try:
             self.game = UnityEnvironment(settings, worker_id=worker_id, search=[Path.cwd()])
         except BaseException:
@@ -217,6 +223,13 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         """Check the keys in the driver and make paths absolute for the env runners."""
         return {**env_config, **LaunchSettings.from_config(env_config).resolved_paths(base_dir)}
 
+    @classmethod
+    def for_algorithm(cls, env_config: dict[str, Any], algorithm: str) -> dict[str, Any]:
+        """``continuous_actions: auto`` made concrete for the algorithm (recorded in checkpoints, so
+        that rollouts and brains map actions as training did)."""
+        setting = LaunchSettings.from_config(env_config).continuous_actions
+        return {**env_config, "continuous_actions": continuous_mapping(setting, algorithm)}
+
     def get_task(self) -> dict[str, float]:
         return dict(self._parameters)
 
@@ -273,7 +286,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         for key, action in action_dict.items():
             behavior = behavior_of(key)
             per_behavior.setdefault(behavior, {})[int(str(key).rsplit("/", 1)[1])] = to_action(
-                self.game.specs[behavior], action
+                self.game.specs[behavior], action, self._mapping
             )
         for behavior, actions in per_behavior.items():
             self.game.set_actions(behavior, actions)
@@ -403,6 +416,7 @@ class UnityGymEnv(RLlibHooks, TaskSettable, gym.Env):
         self._agent: str | None = None
 
     prepare_env_config = UnityEnv.prepare_env_config
+    for_algorithm = UnityEnv.for_algorithm
     env_callbacks = UnityEnv.env_callbacks
     stable_agent_ids = UnityEnv.stable_agent_ids
     build_in_dry_run = UnityEnv.build_in_dry_run

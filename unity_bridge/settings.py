@@ -15,6 +15,28 @@ PLAYER_PATH_ENV = "ENVSDK_PLAYER_PATH"  # more folders to look for players in
 # Env runners x their games get distinct port offsets: worker_id = worker_index * stride + slot.
 PORT_STRIDE = 32
 
+# How a policy's continuous actions are brought into [-1, 1], the range ML-Agents' trainers send and
+# games are written for (Unity passes them on as received).  RLlib trains on the unclipped sample.
+MLAGENTS, CLIP, AUTO = "mlagents", "clip", "auto"
+CONTINUOUS_ACTIONS = {
+    MLAGENTS: "clamp(a, -3, 3) / 3, as mlagents-learn sends a Gaussian policy's sample",
+    CLIP: "clip(a, -1, 1), as RLlib's clip_actions (a squashed policy's actions are already inside)",
+    AUTO: f"'{CLIP}' for algorithms whose policies squash their actions (SAC, CQL), else '{MLAGENTS}'",
+}
+SQUASHING_ALGORITHMS = frozenset({"SAC", "CQL"})
+
+
+def continuous_mapping(setting: str, algorithm: str) -> str:
+    """The mapping ``setting`` means for a policy trained by ``algorithm`` (``auto`` resolved)."""
+    if setting != AUTO:
+        return setting
+    return CLIP if algorithm.upper() in SQUASHING_ALGORITHMS else MLAGENTS
+
+
+def to_unity_range(values: Any, mapping: str) -> Any:
+    """Continuous actions (a numpy array or a torch tensor) in [-1, 1] by ``mapping``."""
+    return values.clip(-3.0, 3.0) / 3.0 if mapping == MLAGENTS else values.clip(-1.0, 1.0)
+
 
 @dataclass(frozen=True)
 class LaunchSettings:
@@ -44,6 +66,7 @@ class LaunchSettings:
     max_restarts_per_minute: int = 3
     episode_horizon: int | None = 1000  # RLlib steps before every live agent is truncated; null = none
     policy_mapping: dict[str, str] = field(default_factory=dict)  # behavior name -> policy id
+    continuous_actions: str = AUTO  # CONTINUOUS_ACTIONS: into [-1, 1] before they are sent
     display: str | None = field(default=None, repr=False)  # $DISPLAY at start-up, not a YAML key
 
     @classmethod
@@ -98,6 +121,9 @@ class LaunchSettings:
                 or not all(isinstance(p, list | tuple) and len(p) == 2 for p in points)
             ):
                 raise ValueError(f"parameter_schedule.{name} must be a list of [timesteps, value] pairs")
+        if self.continuous_actions not in CONTINUOUS_ACTIONS:
+            choices = ", ".join(f"{k} ({v})" for k, v in CONTINUOUS_ACTIONS.items())
+            raise ValueError(f"continuous_actions must be one of: {choices}; got {self.continuous_actions!r}")
         if self.episode_horizon is not None and (
             not isinstance(self.episode_horizon, int) or self.episode_horizon < 1
         ):

@@ -64,6 +64,13 @@ class RLlibHooks:
         return env_config
 
     @classmethod
+    def for_algorithm(cls, env_config: dict[str, Any], algorithm: str) -> dict[str, Any]:
+        """``env_config`` completed for the algorithm that trains on the env (``PPO``, ``SAC``, ...),
+        after :meth:`prepare_env_config`: what the env must know of the policy (a Unity game: how a
+        squashed policy's continuous actions reach it).  Default: unchanged."""
+        return env_config
+
+    @classmethod
     def self_play_teams(cls, env_config: dict[str, Any]) -> Callable[[Any], tuple[str, int]] | None:
         """Self-play: a picklable ``agent id -> (policy, team)``; the policy is the one both teams share.
 

@@ -807,6 +807,7 @@ def build_config(
         search,
         exp.base_dir,
     )
+    env_config = env_hooks.for_algorithm(env_config, exp.run)
     skip = dry_run and not env_hooks.build_in_dry_run
     with (
         contextlib.nullcontext((None, unbuilt(target))) if skip else preflight(resolved, env_config) as (

@@ -167,7 +167,7 @@ class Chase(Game):
             if self.mode == "discrete":
                 move = {0: 0.0, 1: -1.0, 2: 1.0}.get(int(disc[0]) if len(disc) else 0, 0.0)
             else:
-                move = float(np.clip(cont[0], -1.0, 1.0)) if len(cont) else 0.0
+                move = float(cont[0]) if len(cont) else 0.0  # the player checked it is within [-1, 1]
             agent.pos = float(np.clip(agent.pos + move, 0, self.length))
             agent.steps += 1
             agent.reward -= 0.01
@@ -314,7 +314,7 @@ class SeekWatch(Game):
                 agent.last_action = actions[agent.slot]
         cont, gait = seeker.last_action
         speed = {0: 1.0, self.SPRINT: 2.0, self.STAND: 0.0}.get(int(gait[0]) if len(gait) else 0, 1.0)
-        move = float(np.clip(cont[0], -1.0, 1.0)) if len(cont) else 0.0
+        move = float(cont[0]) if len(cont) else 0.0  # the player checked it is within [-1, 1]
         seeker.pos = float(np.clip(seeker.pos + speed * move, 0, self.length))
         _, guess = watcher.last_action
         right = len(guess) > 0 and int(guess[0]) == self._region()

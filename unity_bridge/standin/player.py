@@ -12,7 +12,9 @@ Stand-in arguments (given through env_config ``additional_args``): ``--game``,
 ``--first-decision-after``, and the fault switches ``--crash-at-start``,
 ``--crash-after N``, ``--hang-after N``, ``--api-version X``.  Like a game that trusts its action
 masks, it exits (status 5, "error: masked action ..." in its log) when an
-action it masked arrives.
+action it masked arrives; like a game that trusts ML-Agents' range for continuous actions (its
+trainers send them within [-1, 1], and Unity passes them on as received), it exits (status 6,
+"error: continuous action ... outside [-1, 1]") when one is outside that range or not a number.
 """
 
 from __future__ import annotations
@@ -250,6 +252,7 @@ class Player:
                     np.asarray(action.discrete_actions, np.int64),
                 )
                 self._check_mask(behavior, slot, actions[slot][1])
+                self._check_range(behavior, slot, actions[slot][0])
         self.game.step(actions)
         self.steps += 1
         if self.args.crash_after and self.steps >= self.args.crash_after:
@@ -270,6 +273,14 @@ class Player:
             if mask[offsets[branch] + int(choice)]:
                 self.log(f"error: masked action {int(choice)} in branch {branch} for {behavior} agent {slot}")
                 raise SystemExit(5)
+
+    def _check_range(self, behavior: str, slot: int, continuous: np.ndarray) -> None:
+        """Like a game that scales a force by its action: a value outside [-1, 1] is a fatal error here."""
+        wrong = ~(np.abs(continuous) <= 1.0)  # NaN too
+        if wrong.any():
+            value = float(continuous[int(np.argmax(wrong))])
+            self.log(f"error: continuous action {value!r} outside [-1, 1] for {behavior} agent {slot}")
+            raise SystemExit(6)
 
     # ---- embedded brains: no trainer ------------------------------------------
 
