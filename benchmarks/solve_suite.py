@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, append_results, machine
 
@@ -73,6 +75,17 @@ TASKS = {
 }  # fmt: skip
 
 
+def _check_window(task: Task) -> None:
+    """The config is run as users run it: its own stop must use SB3's window of WINDOW episodes."""
+    (spec,) = yaml.safe_load((ROOT / task.config).read_text()).values()
+    window = spec.get("config", {}).get("metrics_num_episodes_for_smoothing")
+    if window != WINDOW:
+        raise SystemExit(
+            f"{task.config}: its stop averages {window or 'RLlib default 100'} episodes, SB3 {WINDOW}:"
+            f" set metrics_num_episodes_for_smoothing: {WINDOW} in the file (the benchmark runs it unchanged)"
+        )
+
+
 def run_ours(task: Task, seed: int, cap: float, flags: Sequence[str] = ()) -> dict:
     """One whole ``train.py`` process; ``flags``: more of its flags (``--config.lr=0.001``)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -81,7 +94,7 @@ def run_ours(task: Task, seed: int, cap: float, flags: Sequence[str] = ()) -> di
             [
                 sys.executable, str(ROOT / "train.py"), "-f", task.config, "--seed", str(seed),
                 "--local-dir", tmp,
-                "--stop-time", str(cap), f"--config.metrics_num_episodes_for_smoothing={WINDOW}", *flags,
+                "--stop-time", str(cap), *flags,
             ],
             capture_output=True, text=True, cwd=ROOT,
         )  # fmt: skip
@@ -278,6 +291,7 @@ def main() -> None:
     ratios = {}
     for name in args.tasks:
         task = TASKS[name]
+        _check_window(task)
         seeds = args.seeds or list(range(1, task.seeds + 1))
         cap = args.cap or task.cap
         runs = []
