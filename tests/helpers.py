@@ -122,20 +122,23 @@ def player_pids() -> set[int]:
     return found
 
 
-def export_and_check_brains(checkpoint: Path, out: Path) -> dict:
-    """``rollout.py --export-unity`` with a greedy recording beside it, then on every brain file: the
-    Unity loader's rules, parity with the recorded greedy actions, and 10,000 sampled draws that never
-    pick a masked action.  Returns brains.json."""
+def export_and_check_brains(checkpoint: Path, out: Path, target: str = "sentis") -> dict:
+    """``rollout.py --export-unity`` for ``target`` with a greedy recording beside it, then on every
+    brain file: the Unity loader's rules and the target's operators, parity with the recorded greedy
+    actions (continuous ones mapped into [-1, 1] as the game got them), and 10,000 sampled draws that
+    never pick a masked action.  Returns brains.json."""
     import json
 
     import numpy as np
 
     from unity_bridge.brain import MASKS, BrainSpec, check_brain
+    from unity_bridge.settings import to_unity_range
+    from unity_bridge.targets import TARGETS
 
     brains, recording = out / "brains", out / "greedy.npz"
     roll = subprocess.run(
         [sys.executable, str(ROOT / "rollout.py"), str(checkpoint), "--export-unity", str(brains),
-         "--episodes", "2", "--no-explore", "--out", str(recording)],
+         "--unity-target", target, "--episodes", "2", "--no-explore", "--out", str(recording)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert roll.returncode == 0, roll.stdout[-2000:] + roll.stderr[-3000:]
@@ -148,9 +151,11 @@ def export_and_check_brains(checkpoint: Path, out: Path) -> dict:
             tuple((name, tuple(shape)) for name, shape in entry["observations"]),
             entry["continuous"],
             tuple(entry["branches"]),
+            entry["continuous_actions"],
         )
         path = brains / entry["file"]
-        assert check_brain(path, spec) == [], (behavior, check_brain(path, spec))
+        assert index["unity_target"] == target and index["opset"] == TARGETS[target].opset
+        assert check_brain(path, spec, TARGETS[target]) == [], (behavior, check_brain(path, spec))
         feeds, greedy = _recorded(data, behavior, spec)
         got = _onnx(path, feeds)
         if spec.branches:
@@ -163,7 +168,7 @@ def export_and_check_brains(checkpoint: Path, out: Path) -> dict:
             assert (drawn[:, 0] != 0).all(), f"{behavior}: a masked action was sampled"
             assert len(np.unique(drawn[:, 0])) > 1 or spec.branches[0] == 2, "sampling never varies"
         if spec.continuous:
-            want = np.clip(greedy["continuous"], -1.0, 1.0)
+            want = to_unity_range(greedy["continuous"], spec.continuous_actions)
             assert np.allclose(got["deterministic_continuous_actions"], want, atol=1e-5), behavior
     return index
 

@@ -276,7 +276,7 @@ def test_per_agent_done_flags():  # ray #17482
         assert len(obs) == 3
         ended_alone = False
         for _ in range(200):
-            actions = {k: e.get_action_space(k).sample() for k in obs}
+            actions = {k: sample_allowed(e.get_action_space(k), o) for k, o in obs.items()}  # masks honoured
             obs, _, term, trunc, _ = e.step(actions)
             done = [k for k in term if k != ALL and (term[k] or trunc[k])]
             if done and len(e.agents) > 0:
@@ -399,7 +399,7 @@ def test_continuous_and_hybrid_actions():
             space = e.get_action_space(key)
             assert type(space).__name__ == check
             for _ in range(5):
-                obs, *_ = e.step({k: space.sample() for k in obs}) if obs else e.step({})
+                obs, *_ = e.step({k: sample_allowed(space, o) for k, o in obs.items()}) if obs else e.step({})
         finally:
             e.close()
 

@@ -41,9 +41,9 @@ from envsdk.evaluation.onnx_export import PolicyNet, allowing_masks, policy_nets
 from envsdk.evaluation.restore import Restored
 from envsdk.training.self_play import SelfPlayMapping
 from unity_bridge.settings import CLIP, LaunchSettings, continuous_mapping, to_unity_range
+from unity_bridge.targets import DEFAULT_TARGET, TARGETS, UnityTarget, target_problems
 
 MODEL_VERSION = 3
-OPSET = 15  # ML-Agents writes 9; Unity's Inference Engine imports opsets 7 to 15
 MASKS = "action_masks"
 INDEX = "brains.json"
 FORBIDDEN = -1e9  # a masked choice's logit: never the argmax, never sampled
@@ -183,8 +183,11 @@ def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
         env.close()
 
 
-def export_brains(restored: Restored, folder: Path, seed: int = 0) -> dict[str, Path]:
-    """Write one brain per policy that acts for a behavior, and brains.json; behavior -> file."""
+def export_brains(
+    restored: Restored, folder: Path, seed: int = 0, target: UnityTarget = TARGETS[DEFAULT_TARGET]
+) -> dict[str, Path]:
+    """Write one brain per policy that acts for a behavior, for ``target`` (the package that loads
+    it: :mod:`unity_bridge.targets`), and brains.json; behavior -> file."""
     _require_unity(restored)
     if not restored.new_stack:
         raise UserError(
@@ -212,12 +215,15 @@ def export_brains(restored: Restored, folder: Path, seed: int = 0) -> dict[str, 
                 f"the checkpoint has: {', '.join(nets)}",
             )
         path = folder / f"{spec.policy}.onnx"
-        _export_one(UnityBrain(found, spec).eval(), spec, path, seed)
+        _export_one(UnityBrain(found, spec).eval(), spec, path, seed, target)
         exported[spec.policy] = path
     files = {b: exported[s.policy] for b, s in specs.items()}
     index = {
         "format": 1,
         "model_version": MODEL_VERSION,
+        "unity_target": target.name,
+        "opset": target.opset,
+        "loads_in": target.loads_in,
         "checkpoint": str(restored.checkpoint),
         "behaviors": {b: {"file": files[b].name, **asdict(s)} for b, s in specs.items()},
     }
@@ -239,7 +245,7 @@ def sample_feeds(spec: BrainSpec, batch: int, seed: int) -> dict[str, np.ndarray
     return feeds
 
 
-def _export_one(brain: UnityBrain, spec: BrainSpec, path: Path, seed: int) -> None:
+def _export_one(brain: UnityBrain, spec: BrainSpec, path: Path, seed: int, target: UnityTarget) -> None:
     feeds = sample_feeds(spec, 8, seed)
     args = tuple(torch.from_numpy(feeds[n]) for n in spec.input_names)
     batched = [n for n in spec.output_names if not n.endswith(("_shape", "version_number", "memory_size"))]
@@ -253,11 +259,11 @@ def _export_one(brain: UnityBrain, spec: BrainSpec, path: Path, seed: int) -> No
             input_names=spec.input_names,
             output_names=spec.output_names,
             dynamic_axes={n: {0: "batch"} for n in [*spec.input_names, *batched]},
-            opset_version=OPSET,
+            opset_version=target.opset,
             dynamo=False,
         )
         expected = dict(zip(spec.output_names, (t.numpy() for t in brain(*args)), strict=True))
-    problems = check_brain(tmp, spec)
+    problems = check_brain(tmp, spec, target)
     got = _run(tmp, feeds)
     for name in ("deterministic_discrete_actions", "deterministic_continuous_actions"):
         if name in expected and not np.allclose(got[name], expected[name], atol=1e-5):
@@ -276,20 +282,18 @@ def _run(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return dict(zip(names, session.run(None, feeds), strict=True))
 
 
-def check_brain(path: Path, spec: BrainSpec) -> list[str]:
+def check_brain(path: Path, spec: BrainSpec, target: UnityTarget = TARGETS[DEFAULT_TARGET]) -> list[str]:
     """What Unity's model loader checks, as a list of problems (empty: the file loads).
 
     Written from ML-Agents' loader rules: the version and memory constants, each observation input's
     shape against the game's, the action outputs' names, types, ranks and constants, and no input
-    the loader does not know.
+    the loader does not know; and from ``target``'s operator table: the opset, every node's
+    operator and attributes (:func:`~unity_bridge.targets.target_problems`).
     """
     import onnx
 
     model = onnx.load(str(path))
-    problems = []
-    opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=0)
-    if not 7 <= opset <= OPSET:
-        problems.append(f"opset {opset} is outside what Unity imports (7 to {OPSET})")
+    problems = target_problems(model, target)
     inputs = {i.name: i for i in model.graph.input}
     outputs = {o.name: o for o in model.graph.output}
     for name in inputs:

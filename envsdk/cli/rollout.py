@@ -75,6 +75,13 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
         help="write ML-Agents brains (one .onnx per policy + brains.json) that a Unity project runs",
     )
     p.add_argument(
+        "--unity-target",
+        choices=("sentis", "barracuda"),
+        default="sentis",
+        help="with --export-unity: the package that loads the brains; sentis (ML-Agents 3.x/4.x, opset 15,"
+        " the default) or barracuda (ML-Agents 2.x, opset 9)",
+    )
+    p.add_argument(
         "--opponent",
         help="self-play checkpoints: the other teams play latest (the trained policy, default), "
         "random, or snapshot:N of the pool; wins, draws and losses are reported",
@@ -247,10 +254,15 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
             print(f"onnx: {path} (policy {pid}; checked against torch with onnxruntime)")
     if args.export_unity:
         from unity_bridge.brain import export_brains
+        from unity_bridge.targets import TARGETS
 
         folder = Path(args.export_unity).resolve()
-        for behavior, path in export_brains(restored, folder).items():
-            print(f"unity brain: {behavior} -> {path} (ML-Agents model version 3; loader rules checked)")
+        target = TARGETS[args.unity_target]
+        for behavior, path in export_brains(restored, folder, target=target).items():
+            print(
+                f"unity brain: {behavior} -> {path} (ML-Agents model version 3, opset {target.opset} for"
+                f" {target.name}; loader rules and {target.name}'s operators checked)"
+            )
         print(f"unity brains: {folder / 'brains.json'}")
     if (args.export_onnx or args.export_unity) and args.episodes is None and args.steps is None:
         return 0

@@ -61,7 +61,9 @@ class ActionMaskingMixin:
         """``values`` (the action distribution's inputs) with forbidden choices set to ``fill``."""
         if not self.mask_runs:
             return values
-        forbidden = batch[Columns.OBS][MASK_KEY] == 0
+        # 0 forbids (masks hold 0 and 1); `<` rather than `==`, which ONNX opset 9 (Barracuda's
+        # brains) cannot compare on floats.
+        forbidden = batch[Columns.OBS][MASK_KEY] < 0.5
         if self.mask_everything:
             return values.masked_fill(forbidden, fill)
         pieces, position = [], 0
