@@ -15,6 +15,7 @@ from tests.helpers import (
     ROOT,
     processes_mentioning,
     progress_rows,
+    rollout_in_process,
     run_train,
     tensorboard_scalars,
     trial_dirs,
@@ -343,7 +344,16 @@ def test_evaluation_runs_on_its_own_env(train, tmp_path):
             def step(self, action):
                 obs, reward, done, _, info = super().step(action)
                 return obs, reward, done, info
-        """)
+
+        def count_episode(*, metrics_logger=None, **_):
+            metrics_logger.log_value("hooked_episodes", 1, reduce="sum")
+
+        class HookedFixedReturn(FixedReturn, RLlibHooks):
+            '''The same with hooks of its own: a callback, and a config default.'''
+
+            env_callbacks = {"on_episode_end": count_episode}
+            config_defaults = {"explore": False}
+        """).replace("import numpy as np", "import numpy as np\nfrom envsdk.envs.base import RLlibHooks")
     )
     path = tmp_path / "eval.yaml"
     path.write_text(
@@ -371,3 +381,18 @@ def test_evaluation_runs_on_its_own_env(train, tmp_path):
     last = progress_rows(trial)[-1]
     assert float(last["env_runners/episode_return_mean"]) == 10.0  # training's env: 10 steps of 1
     assert float(last["evaluation/env_runners/episode_return_mean"]) == 25.0  # 10 (training's) steps of 2.5
+    # rollout.py --eval-env plays evaluation's env and settings; without it, training's.
+    for flags, ret in (([], "10.00"), (["--eval-env"], "25.00")):
+        code, text = rollout_in_process(trial, "--episodes", "1", "--no-out", *flags)
+        assert code == 0 and f"episode 1: return {ret}, length 10" in text, text
+
+    # An evaluation env with hooks of its own gets them there, and training's env does not.
+    path.write_text(path.read_text().replace("fixed_env.OldApiFixedReturn", "fixed_env.HookedFixedReturn"))
+    out = train("-f", str(path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    (hooked,) = set(trial_dirs(train.results)) - {trial}
+    last = progress_rows(hooked)[-1]
+    assert float(last["evaluation/env_runners/hooked_episodes"]) >= 2  # its callback ran in evaluation
+    assert "env_runners/hooked_episodes" not in last  # and not in training
+    params = json.loads((hooked / "params.json").read_text())
+    assert params["evaluation_config"]["explore"] is False  # its config default, in evaluation only

@@ -45,6 +45,11 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
     p.add_argument("checkpoint", help="checkpoint, trial or experiment folder")
     p.add_argument("--run", help="algorithm; optional, must match the checkpoint's")
     p.add_argument("--env", help="evaluate on this env instead of the training env")
+    p.add_argument(
+        "--eval-env",
+        action="store_true",
+        help="play the run's evaluation env and settings (evaluation_config env / env_config)",
+    )
     p.add_argument("--env-config", help="env_config entries to override, as YAML/JSON: '{size: 9}'")
     p.add_argument("--episodes", type=int, help="whole episodes to play (default 1)")
     p.add_argument("--steps", type=int, help="env steps to play in total (the last episode may be cut)")
@@ -233,7 +238,7 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
 
     found = locate(args.checkpoint)
     print(f"checkpoint: {found.checkpoint} ({found.why})")
-    restored = load(found.checkpoint, args.run, args.env, _env_config(args.env_config))
+    restored = load(found.checkpoint, args.run, args.env, _env_config(args.env_config), args.eval_env)
     opponent = None
     if args.opponent is not None or args.team is not None or restored.new_stack:  # old stack: no modules
         from envsdk.evaluation.opponents import chosen

@@ -19,6 +19,7 @@ from typing import Any
 
 import ray
 
+from envsdk.config.yamlio import merge
 from envsdk.envs.imports import add_to_sys_path
 from envsdk.envs.registry import EnvWrappers, ResolvedEnv, resolve_env
 from envsdk.errors import UserError
@@ -89,8 +90,10 @@ def load(
     run: str | None = None,
     env: str | None = None,
     env_config: dict[str, Any] | None = None,
+    evaluation: bool = False,
 ) -> Restored:
-    """Verify ``checkpoint`` and read its algorithm, config and env."""
+    """Verify ``checkpoint`` and read its algorithm, config and env (``evaluation``: the run's
+    ``evaluation_config`` env and its settings, merged over training's as RLlib merges them)."""
     manifest = verify(checkpoint) or {"run": {}}
     written_by = _check_version(checkpoint)
     info = manifest["run"]
@@ -121,6 +124,17 @@ def load(
             f"--run {run} does not match the checkpoint, which was trained with {algorithm}",
             f"drop --run or pass --run {algorithm}",
         )
+    if evaluation:
+        settings = dict(
+            (config.get("evaluation_config") if isinstance(config, dict) else config.evaluation_config) or {}
+        )
+        if not settings.get("env") and not settings.get("env_config"):
+            raise UserError(
+                "--eval-env: the checkpoint's run has no evaluation_config env or env_config",
+                "drop --eval-env (rollouts play training's env)",
+            )
+        env = env or settings.get("env")
+        base_config = merge(base_config, dict(settings.get("env_config") or {}))
     wrapped = info.get("env_wrapped") if env is None else None
     env_ref = env or (wrapped or {}).get("env") or info.get("env") or env_ref
     resolved = resolve_env(env_ref if isinstance(env_ref, str) else None, search)

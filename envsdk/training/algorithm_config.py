@@ -818,7 +818,11 @@ def build_config(
         if env is not None and env_setup.needs_layout(env, resolved):
             resolved = resolved.laid_out()  # RLlib would build it bare, its action mask as features
         env_setup.register(resolved)
-        if evaluation_env is not None and not (dry_run and not evaluation_hooks.build_in_dry_run):
+        if evaluation_env is not None and not evaluation_hooks.build_in_dry_run:
+            # Building it launches something (a Unity game): started once more only to check spaces,
+            # it would cost a game start before training; its runners check it when they start it.
+            notice(f"evaluation_config.env '{evaluation_env.name}' is checked when evaluation starts it")
+        elif evaluation_env is not None:
             own = values["evaluation_config"].get("env_config") or {}
             with preflight(evaluation_env, merge(env_config, own)) as (_, evaluation_info):
                 where = values.where("evaluation_config")
@@ -886,6 +890,9 @@ def build_config(
         if not env_hooks.stable_agent_ids and not model.old_stack:
             add_callback(config, "on_sample_end", agent_metrics.drop_per_agent_metrics)
             add_callback(config, "on_train_result", agent_metrics.drop_agent_episode_metrics)
+        if evaluation_env is not None and evaluation_hooks is not env_hooks and not model.old_stack:
+            given = dict(values.get("evaluation_config") or {})
+            env_setup.evaluation_own_hooks(config, env_hooks, evaluation_hooks, given)
         if curriculum:
             import_ref(str(curriculum), paths, what="curriculum function")  # fail early
             hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths])

@@ -99,6 +99,33 @@ def check_evaluation_spaces(training: EnvInfo, evaluation: EnvInfo, where: str, 
                 )
 
 
+def evaluation_own_hooks(config: Any, training: Any, evaluation: Any, given: dict[str, Any]) -> None:
+    """An ``evaluation_config.env`` other than training's gets its own env hooks, in ``evaluation_config``
+    (what RLlib's evaluation env runners are built from): its ``config_defaults`` where evaluation's
+    settings (``given``) do not say, its ``env_callbacks`` in place of training's env's, and per-agent
+    metrics dropped or kept by its ``stable_agent_ids``."""
+    from envsdk.training.agent_metrics import drop_per_agent_metrics
+
+    settings = dict(config.evaluation_config or {})
+    for key, value in evaluation.config_defaults.items():
+        if key not in given:
+            settings.setdefault(key, value)
+    events = set(training.env_callbacks) | set(evaluation.env_callbacks) | {"on_sample_end"}
+    for event in sorted(events):
+        current = getattr(config, f"callbacks_{event}", None) or []
+        hooks = [h for h in (current if isinstance(current, list) else [current])]
+        hooks = [
+            h for h in hooks if h is not training.env_callbacks.get(event) and h is not drop_per_agent_metrics
+        ]
+        if event in evaluation.env_callbacks:
+            hooks.append(evaluation.env_callbacks[event])
+        if event == "on_sample_end" and not evaluation.stable_agent_ids:
+            hooks.append(drop_per_agent_metrics)
+        if hooks != current:
+            settings[f"callbacks_{event}"] = hooks
+    config.evaluation(evaluation_config=settings)
+
+
 ENV_CONFIGS = (("env_config",), ("evaluation_config", "env_config"))
 """Where an env's settings sit in the config: training's, and evaluation's (merged over it by RLlib)."""
 
