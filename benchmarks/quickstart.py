@@ -48,7 +48,7 @@ def _block(text: str) -> str:
     lines = text.strip().splitlines()
     first = next(ln for ln in lines if ln.startswith("[cartpole-ppo] iter 1 "))
     tail = lines[next(i for i, ln in enumerate(lines) if ln.startswith("done:")) :]
-    return "\n".join([first, *(re.sub(r"(PPO_CartPole-v1_)\w+", r"\1...", ln) for ln in tail)])
+    return "\n".join([first, *(re.sub(r"(PPO_CartPole-v1_)[^/\s]+", r"\1...", ln) for ln in tail)])
 
 
 def main() -> None:

@@ -25,9 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ["RAY_AUTH_MODE"] = "disabled"
 # torch's lazy import of torch._dynamo (from an optimizer, in tests that build a policy in this
 # process) can find torch.ops.prims half-registered once other torch modules are in; import it first.
-import torch._dynamo  # noqa: F401
+import torch
+import torch._dynamo
 
 from tests.helpers import PLAYERS, ROOT, end_processes_mentioning, free_port, run_train
+
+# Tests that build and train an Algorithm in this process get one torch thread, as train.py's
+# in-process trial of one CPU does (training/in_process.py): two cores are shared with Ray's workers.
+torch.set_num_threads(1)
 
 CHECKOUT = pytest.StashKey[set[str]]()
 SLOW_FIXTURES = {"ray_address"}  # a test that needs the session's Ray trains or evaluates for real
@@ -68,6 +73,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture(autouse=True)
+def fast_tests_build_no_algorithm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The marker rule: a test that builds an RLlib Algorithm trains, and must be marked slow
+    (``make test-fast`` leaves slow tests out and has to stay fast)."""
+    if request.node.get_closest_marker("slow"):
+        return
+    from ray.rllib.algorithms.algorithm import Algorithm
+
+    def refuse(self: Algorithm, *args: object, **kwargs: object) -> None:
+        pytest.fail(
+            "this test builds an RLlib Algorithm (it trains): mark it @pytest.mark.slow", pytrace=False
+        )
+
+    monkeypatch.setattr(Algorithm, "__init__", refuse)
 
 
 @pytest.fixture(scope="session")

@@ -199,6 +199,7 @@ def test_tune_gives_a_trainable_its_storage():
     assert internals.trial_experiment_dir(object()) is None
 
 
+@pytest.mark.slow  # builds an Algorithm
 def test_a_released_utilization_monitor_is_not_joined_by_stop(tmp_path):
     from tests.helpers import built_algorithm
 
@@ -528,6 +529,7 @@ def _sac_and_batch(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
             algo.stop()
 
 
+@pytest.mark.slow  # builds an Algorithm
 def test_sac_learner_keeps_one_loss_per_optimizer_until_compute_gradients(tmp_path):
     """training/sac_learner.py: the losses are keyed (module, optimizer + "_loss"), popped by
     compute_gradients, and each parameter's gradient is read from ``learner._params``."""
@@ -550,6 +552,7 @@ def test_sac_learner_keeps_one_loss_per_optimizer_until_compute_gradients(tmp_pa
         learner.metrics.reduce()
 
 
+@pytest.mark.slow  # builds an Algorithm
 def test_a_learner_update_without_reduce_leaves_its_metrics_to_the_next(tmp_path):
     from ray.rllib.core import ALL_MODULES
     from ray.rllib.core.learner.learner import Learner

@@ -112,6 +112,7 @@ def _vf_loss_and_learned(config_file, overrides: dict, normalize: bool) -> tuple
 ONE_UPDATE = {"train_batch_size": 512, "minibatch_size": 512, "num_epochs": 1, "vf_clip_param": math.inf}
 
 
+@pytest.mark.slow  # builds an Algorithm
 @pytest.mark.parametrize(
     ("config_file", "modules"),
     [("cartpole-ppo.yaml", {None}), ("multi-agent.yaml", {"policy_0", "policy_1"})],

@@ -55,6 +55,7 @@ def _both_ways(learner: Any, batch: Any) -> tuple[dict, dict]:
 # ---- q_network: concat ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # builds an Algorithm
 @pytest.mark.parametrize("obs", ["box", "box2d", "discrete", "dict", "tuple"])
 def test_concat_q_networks_read_observation_and_action_through_one_mlp(tmp_path, obs):
     with internals.without_object_store():
@@ -82,6 +83,7 @@ def _policy_shapes(module: Any) -> list[tuple[int, ...]]:
     return [tuple(p.shape) for net in (module.pi_encoder, module.pi) for p in net.parameters()]
 
 
+@pytest.mark.slow  # builds an Algorithm
 def test_concat_changes_only_the_q_networks(tmp_path):
     """The policy network is the one RLlib builds; the critic has fewer layers than its streams."""
     with internals.without_object_store():
@@ -145,6 +147,7 @@ def test_cql_and_iql_modules_take_the_concat_critic(algo):
     assert q.shape == (5,)
 
 
+@pytest.mark.slow  # builds an Algorithm
 def test_streams_is_rllibs_default_critic(tmp_path):
     from ray.rllib.core.models.torch.encoder import TorchMultiStreamEncoder
 
@@ -169,6 +172,7 @@ CASES = [
 ]
 
 
+@pytest.mark.slow  # builds an Algorithm
 @pytest.mark.parametrize("case", CASES, ids=["streams", "concat", "dict-obs", "discrete", "single-q"])
 def test_one_backward_pass_gives_rllibs_gradients(tmp_path, case):
     obs, act, config = case
@@ -207,6 +211,7 @@ def _critic_sharing_module() -> type:
     return SharingSAC
 
 
+@pytest.mark.slow  # builds an Algorithm
 def test_a_module_whose_losses_share_parameters_keeps_rllibs_passes(tmp_path, capsys):
     from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 

@@ -272,6 +272,7 @@ def test_the_learner_gets_the_columns_rllibs_episode_path_gives_it(tmp_path, cas
             algo.stop()
 
 
+@pytest.mark.slow  # builds an Algorithm
 def test_a_recurrent_model_keeps_rllibs_replay(tmp_path):
     with internals.without_object_store():
         algo = built_algorithm(
