@@ -271,7 +271,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
     p.add_argument(
-        "--seeds", type=int, nargs="+", help="seeds for every task (default: 5 for CartPole, 3 others, from 101: none a config was tuned on)"
+        "--seeds",
+        type=int,
+        nargs="+",
+        help="seeds for every task (default: 5 for CartPole, 3 others, from 101: none a config was tuned on)",
     )
     p.add_argument("--cap", type=float, help="time cap per run in seconds (default: the task's)")
     p.add_argument("--skip-sb3", action="store_true")
