@@ -44,8 +44,9 @@ def test_config_trains(train, name):
     iters = "4" if name == "tune-search.yaml" else "2"
     logs = train.results.parent / "logs"  # the dodgeball config keeps player logs under its cwd
     extra = [f"--config.env_config.log_folder={logs}"] if name.startswith("unity-") else []
-    extra += QUICK.get(name, [])
-    out = train("-f", f"configs/{name}", "--stop-iters", iters, "--checkpoint-at-end", *extra)
+    out = train(
+        "-f", f"configs/{name}", "--stop-iters", iters, "--checkpoint-at-end", *extra, *QUICK.get(name, [])
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "done:" in out.stdout
     trials = trial_dirs(train.results)

@@ -109,7 +109,7 @@ def test_keyword_classes_get_env_config_as_keywords_and_a_typo_is_named():
 def test_an_env_files_imports_are_made_in_a_process_that_unpickles_it(tmp_path):
     """A remote runner unpickles the factory (the file by value) but never runs the file's top: the
     factory imports what the file imported, or gymnasium cannot find the id."""
-    (tmp_path / "grid_file.py").write_text(
+    (tmp_path / "unpickled_grid_file.py").write_text(
         textwrap.dedent(
             """
             import gymnasium as gym
@@ -120,7 +120,7 @@ def test_an_env_files_imports_are_made_in_a_process_that_unpickles_it(tmp_path):
             """
         )
     )
-    resolved = resolve_env("grid_file:make", [tmp_path])
+    resolved = resolve_env("unpickled_grid_file:make", [tmp_path])  # a name of its own: imports are cached
     assert resolved.creator is not None and "minigrid" in resolved.creator.imports
     blob = tmp_path / "factory.pkl"
     blob.write_bytes(cloudpickle.dumps(resolved.creator))
