@@ -63,6 +63,22 @@ def run_train(args: list[str], cwd: Path = ROOT, timeout: int = 300) -> subproce
     )
 
 
+def train_experiments(
+    folder: Path, experiments: dict, ray_address: str
+) -> tuple[subprocess.CompletedProcess, Path]:
+    """One train.py run of every experiment (written to ``folder``/experiments.yaml), joined to the
+    session's Ray; returns its output and the results folder."""
+    (folder / "experiments.yaml").write_text(yaml.safe_dump(experiments, sort_keys=False))
+    results = folder / "results"
+    out = run_train(
+        ["-f", "experiments.yaml", "--ray-address", ray_address, "--local-dir", str(results)],
+        cwd=folder,
+        timeout=900,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out, results
+
+
 def start_train(args: list[str]) -> subprocess.Popen:
     """train.py in its own session, output piped: for tests that signal it mid-run."""
     return subprocess.Popen(

@@ -21,7 +21,7 @@ from envsdk.envs.base import MASK_KEY, OBS_KEY
 from envsdk.envs.layout import lay_out
 from envsdk.envs.registry import EnvFactory, config_style, resolve_env
 from envsdk.errors import UserError
-from tests.helpers import progress_rows, rollout_in_process, run_train
+from tests.helpers import progress_rows, rollout_in_process, train_experiments
 
 # ---- ids that packages register, gymnasium's module:id, and how env_config reaches a class --------
 
@@ -302,14 +302,7 @@ def families(request, ray_address, tmp_path_factory):
         }
         for name, family in FAMILIES.items()
     }
-    (folder / "families.yaml").write_text(yaml.safe_dump(experiments, sort_keys=False))
-    results = folder / "results"
-    out = run_train(
-        ["-f", "families.yaml", "--ray-address", ray_address, "--local-dir", str(results)],
-        cwd=folder,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out, results = train_experiments(folder, experiments, ray_address)
     return out.stdout + out.stderr, results, runners
 
 

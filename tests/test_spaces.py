@@ -33,7 +33,7 @@ from envsdk.envs.default_models.spaces import (
     sample_allowed,
     split_mask,
 )
-from tests.helpers import ROOT, progress_rows, rollout_in_process, run_train
+from tests.helpers import ROOT, progress_rows, rollout_in_process, train_experiments
 
 ENVS = ROOT / "tests" / "envs"
 OBS = ["discrete", "multidiscrete", "box", "box2d", "image", "depth", "dict", "tuple"]
@@ -266,14 +266,7 @@ def matrix(ray_address, tmp_path_factory):
         },
     }
     experiments.update({name: _off_policy_multi_agent(name) for name in OFF_POLICY_MULTI_AGENT})
-    (folder / "matrix.yaml").write_text(yaml.safe_dump(experiments, sort_keys=False))
-    results = folder / "results"
-    out = run_train(
-        ["-f", "matrix.yaml", "--ray-address", ray_address, "--local-dir", str(results)],
-        cwd=folder,
-        timeout=900,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    out, results = train_experiments(folder, experiments, ray_address)
     return out.stdout, results
 
 

@@ -17,10 +17,11 @@ takes every default.  What the settings do is in :mod:`envsdk.training.self_play
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from envsdk.errors import UserError, did_you_mean
+from envsdk.config.yamlio import settings_from
+from envsdk.errors import UserError
 
 ML_AGENTS_TEAM_CHANGE_FACTOR = 5  # team_change defaults to 5 x save_steps
 
@@ -56,14 +57,7 @@ class SelfPlaySettings:
                 f" got {value!r}",
                 "e.g. self_play: {save_steps: 20000, swap_steps: 2000, window: 10}",
             )
-        names = [f.name for f in fields(cls)]
-        for key in value:
-            if key not in names:
-                raise UserError(
-                    f"{where}: unknown self_play setting '{key}'",
-                    did_you_mean(str(key), names) or f"self_play settings: {', '.join(names)}",
-                )
-        settings = cls(**value)
+        settings: SelfPlaySettings = settings_from(cls, value, where, "self_play")
         settings._check(where)
         return settings
 

@@ -9,13 +9,14 @@ learning rates).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from envsdk.errors import UserError
+from envsdk.errors import UserError, did_you_mean
 
 
 class LineDict(dict):
@@ -39,6 +40,19 @@ def where_of(mapping: Any, key: Any, fallback: str) -> str:
     if isinstance(mapping, LineDict) and key in mapping.lines:
         return mapping.where(key)
     return fallback
+
+
+def settings_from(cls: Any, value: dict, where: str, section: str) -> Any:
+    """The settings dataclass ``cls`` from a YAML mapping (``self_play:``, ``atari_preprocessing:``);
+    a key that is no field of it is a UserError naming the nearest one."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    for key in value:
+        if key not in names:
+            raise UserError(
+                f"{where}: unknown {section} setting '{key}'",
+                did_you_mean(str(key), names) or f"{section} settings: {', '.join(names)}",
+            )
+    return cls(**value)
 
 
 def merge(base: dict, extra: dict) -> dict:

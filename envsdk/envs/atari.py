@@ -13,10 +13,11 @@ deepmind``), sized by ``model: {dim, grayscale, framestack}``: :func:`from_model
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from envsdk.errors import UserError, did_you_mean
+from envsdk.config.yamlio import settings_from
+from envsdk.errors import UserError
 from envsdk.notices import notice
 
 BASE_SETTINGS = {"frameskip": 1, "repeat_action_probability": 0.0}
@@ -44,14 +45,7 @@ class AtariSettings:
                 f"{where}: atari_preprocessing must be true, false or a mapping of settings, got {value!r}",
                 "e.g. atari_preprocessing: {dim: 84, framestack: 4}",
             )
-        names = [f.name for f in fields(cls)]
-        for key in value:
-            if key not in names:
-                raise UserError(
-                    f"{where}: unknown atari_preprocessing setting '{key}'",
-                    did_you_mean(str(key), names) or f"its settings: {', '.join(names)}",
-                )
-        settings = cls(**value)
+        settings: AtariSettings = settings_from(cls, value, where, "atari_preprocessing")
         for key in ("dim", "frameskip", "framestack"):
             number = getattr(settings, key)
             if (

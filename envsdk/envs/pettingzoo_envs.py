@@ -83,62 +83,53 @@ def is_pettingzoo(env: Any) -> bool:
     return isinstance(env, AECEnv | ParallelEnv)
 
 
-def _describe_agents(env: Any, game: Any) -> None:
-    """Set the RLlib-facing attributes of ``env`` (an adapter) from the PettingZoo ``game``."""
-    env.possible_agents = list(game.possible_agents)
-    env.agents = list(game.agents)
-    env.observation_spaces = {a: game.observation_space(a) for a in env.possible_agents}
-    env.action_spaces = {a: game.action_space(a) for a in env.possible_agents}
-    env.observation_space = gym.spaces.Dict(dict(env.observation_spaces))
-    env.action_space = gym.spaces.Dict(dict(env.action_spaces))
-    env.render_mode = getattr(game, "render_mode", None)
-    env.metadata = dict(getattr(game, "metadata", None) or {})
+class _Adapter:
+    """What both adapters add to RLlib's wrappers: every possible agent's spaces in the game's order,
+    ``agents`` kept live, and ``render`` as PettingZoo calls it.  ``game``: the PettingZoo env."""
+
+    game: Any
+
+    def _describe(self) -> None:
+        game: Any = self.game
+        self.possible_agents = list(game.possible_agents)
+        self.agents = list(game.agents)
+        self.observation_spaces = {a: game.observation_space(a) for a in self.possible_agents}
+        self.action_spaces = {a: game.action_space(a) for a in self.possible_agents}
+        self.observation_space = gym.spaces.Dict(dict(self.observation_spaces))
+        self.action_space = gym.spaces.Dict(dict(self.action_spaces))
+        self.render_mode = getattr(game, "render_mode", None)
+        self.metadata = dict(getattr(game, "metadata", None) or {})
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
+        obs, infos = super().reset(seed=seed, options=options)  # type: ignore[misc]
+        self.agents = list(self.game.agents)
+        return dict(obs), {a: infos.get(a, {}) for a in obs} if isinstance(infos, dict) else {}
+
+    def step(self, action: dict) -> tuple[dict, dict, dict, dict, dict]:
+        obs, rewards, terminateds, truncateds, infos = super().step(action)  # type: ignore[misc]
+        self.agents = list(self.game.agents)
+        return obs, rewards, terminateds, truncateds, infos
+
+    def render(self) -> Any:
+        return self.game.render()
 
 
-class TurnBasedGame(PettingZooEnv):
+class TurnBasedGame(_Adapter, PettingZooEnv):  # type: ignore[misc]  # step: RLlib's types vs gym's
     """A PettingZoo AEC env: each step is the move of the agent to move (RLlib's ``PettingZooEnv``)."""
 
     def __init__(self, env: Any):
         super().__init__(env)  # type: ignore[no-untyped-call]  # RLlib's wrapper
-        _describe_agents(self, env)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        obs, infos = super().reset(seed=seed, options=options)
-        self.agents = list(self.env.agents)
-        return dict(obs), {a: infos.get(a, {}) for a in obs} if isinstance(infos, dict) else {}
-
-    def step(  # type: ignore[override]  # RLlib's MultiAgentEnv.step clashes with gym.Env.step's types
-        self, action: dict
-    ) -> tuple[dict, dict, dict, dict, dict]:
-        obs, rewards, terminateds, truncateds, infos = super().step(action)  # type: ignore[no-untyped-call]
-        self.agents = list(self.env.agents)
-        return obs, rewards, terminateds, truncateds, infos
-
-    def render(self) -> Any:
-        return self.env.render()
+        self.game = env
+        self._describe()
 
 
-class SimultaneousGame(ParallelPettingZooEnv):
+class SimultaneousGame(_Adapter, ParallelPettingZooEnv):  # type: ignore[misc]  # as TurnBasedGame
     """A PettingZoo Parallel env: all live agents move at once (RLlib's ``ParallelPettingZooEnv``)."""
 
     def __init__(self, env: Any):
         super().__init__(env)  # type: ignore[no-untyped-call]  # RLlib's wrapper
-        _describe_agents(self, env)
-
-    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        obs, infos = super().reset(seed=seed, options=options)
-        self.agents = list(self.par_env.agents)
-        return obs, infos
-
-    def step(  # type: ignore[override]  # RLlib's MultiAgentEnv.step clashes with gym.Env.step's types
-        self, action_dict: dict
-    ) -> tuple[dict, dict, dict, dict, dict]:
-        obs, rewards, terminateds, truncateds, infos = super().step(action_dict)  # type: ignore[no-untyped-call]
-        self.agents = list(self.par_env.agents)
-        return obs, rewards, terminateds, truncateds, infos
-
-    def render(self) -> Any:
-        return self.par_env.render()
+        self.game = env
+        self._describe()
 
 
 def wrap_pettingzoo(env: Any) -> TurnBasedGame | SimultaneousGame:
