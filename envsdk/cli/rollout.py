@@ -18,6 +18,7 @@ from typing import Any
 from envsdk.config.yamlio import parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice, quiet_rllib
+from unity_bridge.targets import DEFAULT_TARGET, TARGETS
 
 DEFAULT_OUT = "rollout.npz"
 
@@ -81,8 +82,8 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--unity-target",
-        choices=("sentis", "barracuda"),
-        default="sentis",
+        choices=sorted(TARGETS),
+        default=DEFAULT_TARGET,
         help="with --export-unity: the package that loads the brains; sentis (ML-Agents 3.x/4.x, opset 15,"
         " the default) or barracuda (ML-Agents 2.x, opset 9)",
     )
@@ -259,7 +260,6 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
             print(f"onnx: {path} (policy {pid}; checked against torch with onnxruntime)")
     if args.export_unity:
         from unity_bridge.brain import export_brains
-        from unity_bridge.targets import TARGETS
 
         folder = Path(args.export_unity).resolve()
         target = TARGETS[args.unity_target]

@@ -91,6 +91,22 @@ def import_ref(ref: str, search: Iterable[Path] = (), what: str = "object") -> A
     if parts is None:
         raise UserError(f"'{ref}' is not an import path", f"write the {what} as module.Name")
     module_name, attr = parts
+    module = import_module(module_name, search, what, ref)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        names = [n for n in dir(module) if not n.startswith("_")]
+        raise UserError(
+            f"module '{module_name}' has no {what} '{attr}'",
+            did_you_mean(attr, names) or f"it defines: {', '.join(names[:12])}",
+        ) from None
+
+
+def import_module(module_name: str, search: Iterable[Path] = (), what: str = "module", ref: str = "") -> Any:
+    """Import ``module_name`` next to the YAML file or in the working directory; failures are
+    UserErrors naming ``ref`` (what the YAML wrote).  A user's module is shipped by value and the
+    packages it brings in are recorded (:func:`imported_with`)."""
+    ref = ref or module_name
     folders = [Path(p) for p in search] + [Path.cwd()]
     add_to_sys_path(folders)
     before = {name.split(".")[0] for name in sys.modules}
@@ -116,11 +132,4 @@ def import_ref(ref: str, search: Iterable[Path] = (), what: str = "object") -> A
         pickle_by_value(module)
         loaded = {name.split(".")[0] for name in sys.modules} - before
         _IMPORTED_WITH[module_name] = tuple(sorted(set(_IMPORTED_WITH.get(module_name, ())) | loaded))
-    try:
-        return getattr(module, attr)
-    except AttributeError:
-        names = [n for n in dir(module) if not n.startswith("_")]
-        raise UserError(
-            f"module '{module_name}' has no {what} '{attr}'",
-            did_you_mean(attr, names) or f"it defines: {', '.join(names[:12])}",
-        ) from None
+    return module

@@ -14,7 +14,7 @@ refused.  It also drops the parts that ``drop_observation_keys`` names (MiniGrid
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
@@ -24,10 +24,8 @@ from envsdk.errors import UserError
 
 
 def plan(space: gym.Space, action_space: gym.Space, drop: Iterable[str] = ()) -> tuple[str, ...] | None:
-    """The keys to keep as observation parts when ``space`` needs laying out, else None.
-
-    An empty tuple never comes back: a Dict left with only a mask is refused.
-    """
+    """The keys to keep as observation parts when ``space`` needs laying out, else None (a Dict left
+    with only a mask is refused)."""
     drop = tuple(drop)
     if not isinstance(space, gym.spaces.Dict):
         if drop:
@@ -83,32 +81,31 @@ def _check_mask(mask: gym.Space, action_space: gym.Space) -> None:
 
 
 class _Layout:
-    """What to do to one agent's observations."""
+    """What to do to one agent's observations: keep ``keys`` as the parts, beside the mask if
+    ``masked``."""
 
-    def __init__(self, space: gym.Space, keys: tuple[str, ...], drop: tuple[str, ...]):
+    def __init__(self, space: gym.Space, keys: tuple[str, ...], masked: bool):
         assert isinstance(space, gym.spaces.Dict)
-        self.keys = keys
-        self.masked = MASK_KEY in space.spaces and MASK_KEY not in drop
-        kept = gym.spaces.Dict(
-            {k: space[k] for k in (*keys, MASK_KEY) if k in space.spaces and k not in drop}
-        )
-        self.space: gym.Space = (
-            gym.spaces.Dict({OBS_KEY: _inner(kept, keys), MASK_KEY: kept[MASK_KEY]})
-            if self.masked
-            else _inner(kept, keys)
-        )
+        self.keys, self.masked = keys, masked
+        parts = gym.spaces.Dict({k: space[k] for k in keys})
+        if not masked:
+            self.space: gym.Space = parts
+        else:
+            inner = space[keys[0]] if len(keys) == 1 else parts
+            self.space = gym.spaces.Dict({OBS_KEY: inner, MASK_KEY: space[MASK_KEY]})
 
     def __call__(self, obs: Any) -> Any:
-        inner = obs[self.keys[0]] if len(self.keys) == 1 and self.masked else {k: obs[k] for k in self.keys}
-        return {OBS_KEY: inner, MASK_KEY: obs[MASK_KEY]} if self.masked else inner
+        parts = {k: obs[k] for k in self.keys}
+        if not self.masked:
+            return parts
+        return {OBS_KEY: obs[self.keys[0]] if len(self.keys) == 1 else parts, MASK_KEY: obs[MASK_KEY]}
 
 
-def _inner(kept: gym.spaces.Dict, keys: tuple[str, ...]) -> gym.Space:
-    return (
-        kept[keys[0]]
-        if len(keys) == 1 and MASK_KEY in kept.spaces
-        else gym.spaces.Dict({k: kept[k] for k in keys})
-    )
+def _layout(space: gym.Space, action_space: gym.Space, drop: tuple[str, ...]) -> _Layout | None:
+    keys = plan(space, action_space, drop)
+    if keys is None:
+        return None
+    return _Layout(space, keys, MASK_KEY in cast(gym.spaces.Dict, space).spaces and MASK_KEY not in drop)
 
 
 class SingleAgentLayout(gym.ObservationWrapper):
@@ -173,14 +170,13 @@ def lay_out(env: Any, drop: tuple[str, ...]) -> Any:
     """``env`` with its observations laid out where they need it (the same env where none does)."""
     if isinstance(env, MultiAgentEnv):
         agents = list(getattr(env, "possible_agents", None) or [])
-        layouts = {}
-        for agent in agents:
-            space = env.get_observation_space(agent)
-            keys = plan(space, env.get_action_space(agent), drop)
-            if keys is not None:
-                layouts[agent] = _Layout(space, keys, drop)
+        layouts = {
+            agent: layout
+            for agent in agents
+            if (layout := _layout(env.get_observation_space(agent), env.get_action_space(agent), drop))
+        }
         return MultiAgentLayout(env, layouts) if layouts else env
     if not isinstance(env, gym.Env):
         return env
-    keys = plan(env.observation_space, env.action_space, drop)
-    return env if keys is None else SingleAgentLayout(env, _Layout(env.observation_space, keys, drop))
+    layout = _layout(env.observation_space, env.action_space, drop)
+    return env if layout is None else SingleAgentLayout(env, layout)

@@ -41,7 +41,7 @@ import gymnasium as gym
 from envsdk.envs import atari, layout
 from envsdk.envs.atari import AtariSettings
 from envsdk.envs.compat import LegacyGymAdapter, needs_adapter
-from envsdk.envs.imports import import_ref, imported_with, is_user_module, split_ref
+from envsdk.envs.imports import import_module, import_ref, imported_with, is_user_module, split_ref
 from envsdk.envs.pettingzoo_envs import is_pettingzoo, pettingzoo_target, registry_id, wrap_pettingzoo
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice
@@ -377,13 +377,13 @@ def _gymnasium_form(spec: str, search: list[Path]) -> ResolvedEnv | None:
         return None
     if module_name == "pettingzoo":
         return ResolvedEnv(spec, EnvFactory(registry_id(env_id), spec), "pettingzoo")
-    import_ref(f"{module_name}:__name__", search, what="module")  # imports it, as gym.make would
+    module = import_module(module_name, search, "env module", spec)  # as gym.make would import it
     if env_id not in gym.registry:
         raise UserError(
             f"env '{spec}': importing '{module_name}' registered no env '{env_id}'",
             did_you_mean(env_id, list(gym.registry)) or "check the id after the colon",
         )
-    if not is_user_module(sys.modules[module_name]):
+    if not is_user_module(module):
         return ResolvedEnv(spec, None, "gymnasium")
     # A user's file is shipped to remote runners by value: its top-level register() does not run
     # there, so they get the registered spec itself, entry point and all.
@@ -423,15 +423,16 @@ def resolve_env(spec: Any, search: list[Path] | None = None) -> ResolvedEnv:
     gymnasium_form = _gymnasium_form(spec, search or [])
     if gymnasium_form is not None:
         return gymnasium_form
-    if "/" in spec or split_ref(spec) is None:
+    current = current_version(spec)
+    if current is not None:  # before importing packages: `Pendulum-v0` needs none of them
+        notice(f"env '{spec}' is retired: using '{current}', its current version in gymnasium")
+        return ResolvedEnv(current, None, "gymnasium")
+    parts = split_ref(spec) if "/" not in spec else None
+    if parts is None:
         module = _registering_module(spec)
         if module is not None:
             return ResolvedEnv(f"{module}:{spec}", None, "gymnasium")
-    current = current_version(spec)
-    if current is not None:
-        notice(f"env '{spec}' is retired: using '{current}', its current version in gymnasium")
-        return ResolvedEnv(current, None, "gymnasium")
-    if split_ref(spec) is not None and "/" not in spec:
+    else:
         target = import_ref(spec, search or [], what="env")
         target = pettingzoo_target(target, spec)
         if not callable(target):
@@ -443,8 +444,7 @@ def resolve_env(spec: Any, search: list[Path] | None = None) -> ResolvedEnv:
         registered = next((f for f in _REGISTRY.values() if f.target is target), None)
         if registered is not None:
             return ResolvedEnv(spec, registered, "registered")
-        module_name = split_ref(spec)[0]  # type: ignore[index]
-        return ResolvedEnv(spec, EnvFactory(target, spec, imports=imported_with(module_name)), "import path")
+        return ResolvedEnv(spec, EnvFactory(target, spec, imports=imported_with(parts[0])), "import path")
     package = _missing_package_for(spec)
     if package is not None:
         raise UserError(

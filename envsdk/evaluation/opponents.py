@@ -46,9 +46,7 @@ CHOICES = "latest, random or snapshot:N"
 class Opponent:
     kind: str  # "latest" | "random" | "snapshot"
     snapshot: int = LATEST
-    team: int | None = (
-        None  # the team the trained policy plays (--team); None: the checkpoint's learning team
-    )
+    team: int | None = None  # the trained policy's team (--team); None: the checkpoint's learning team
 
     def __str__(self) -> str:
         return f"snapshot {self.snapshot}" if self.kind == "snapshot" else self.kind

@@ -490,8 +490,8 @@ def _multi_agent_settings(values: LineDict, info: EnvInfo, paths: list[Path]) ->
         multi_agent["policies"] = {pid: PolicySpec(None, obs, act) for pid, (obs, act) in specs}
         multi_agent.setdefault("policy_mapping_fn", info.policy_mapping_fn)
         notice(f"policies from the env: {', '.join(sorted(info.policies))}")
-    elif info.multi_agent and info.agent_spaces and "policies" not in multi_agent:
-        _policies_from_agents(multi_agent, info)
+    elif info.multi_agent and info.agent_spaces and not {"policies", "policy_mapping_fn"} & set(multi_agent):
+        _policies_from_agents(multi_agent, info)  # a mapping of the user's names its own policies
     return multi_agent
 
 
@@ -502,13 +502,13 @@ def _policies_from_agents(multi_agent: dict[str, Any], info: EnvInfo) -> None:
     spaces = list(info.agent_spaces.values())
     if all(s == spaces[0] for s in spaces[1:]):
         multi_agent["policies"] = {SHARED_POLICY: PolicySpec(None, *spaces[0])}
-        multi_agent.setdefault("policy_mapping_fn", SharedPolicy())
+        multi_agent["policy_mapping_fn"] = SharedPolicy()
         notice(f"one policy, '{SHARED_POLICY}', for all agents ({len(spaces)}): their spaces are equal")
         return
     multi_agent["policies"] = {
         str(a): PolicySpec(None, obs, act) for a, (obs, act) in info.agent_spaces.items()
     }
-    multi_agent.setdefault("policy_mapping_fn", PolicyPerAgent())
+    multi_agent["policy_mapping_fn"] = PolicyPerAgent()
     notice(f"one policy per agent (their spaces differ): {', '.join(map(str, info.agent_spaces))}")
 
 

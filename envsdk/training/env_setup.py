@@ -112,16 +112,18 @@ def evaluation_own_hooks(config: Any, training: Any, evaluation: Any, given: dic
             settings.setdefault(key, value)
     events = set(training.env_callbacks) | set(evaluation.env_callbacks) | {"on_sample_end"}
     for event in sorted(events):
-        current = getattr(config, f"callbacks_{event}", None) or []
-        hooks = [h for h in (current if isinstance(current, list) else [current])]
+        current = getattr(config, f"callbacks_{event}", None)
+        before = [] if current is None else list(current) if isinstance(current, list | tuple) else [current]
         hooks = [
-            h for h in hooks if h is not training.env_callbacks.get(event) and h is not drop_per_agent_metrics
+            h
+            for h in before
+            if h is not training.env_callbacks.get(event) and h is not drop_per_agent_metrics
         ]
         if event in evaluation.env_callbacks:
             hooks.append(evaluation.env_callbacks[event])
         if event == "on_sample_end" and not evaluation.stable_agent_ids:
             hooks.append(drop_per_agent_metrics)
-        if hooks != current:
+        if hooks != before:
             settings[f"callbacks_{event}"] = hooks
     config.evaluation(evaluation_config=settings)
 
