@@ -30,6 +30,22 @@ class UserError(Exception):
         return self.message if not self.hint else f"{self.message}\n  fix: {self.hint}"
 
 
+class RunFault(RuntimeError):
+    """A fault found while training (an env's, a policy's) whose message names it and its fix;
+    reported as it is, however deep in a chain of re-raised errors it arrives."""
+
+
+def root_cause(err: BaseException) -> BaseException:
+    """The error to report from a chain (RLlib re-raises env errors as a bare ``RuntimeError
+    from e``): the first :class:`RunFault` in it, else the first error of the chain."""
+    while not isinstance(err, RunFault):
+        following = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
+        if following is None:
+            break
+        err = following
+    return err
+
+
 def closest(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
     """The valid names closest to a misspelt one (for 'did you mean' hints)."""
     return difflib.get_close_matches(name, list(candidates), n=n, cutoff=0.6)

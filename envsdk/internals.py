@@ -104,6 +104,18 @@ def env_to_module_connector(config: Any) -> Any:
     return config._env_to_module_connector
 
 
+def runner_module_to_env(env_runner: Any) -> Any:
+    """An EnvRunner's module-to-env connector pipeline (kept privately; None before it is built),
+    where the action-input check (envsdk.training.guards) goes in front of RLlib's GetActions."""
+    return getattr(env_runner, "_module_to_env", None)
+
+
+def runner_env(env_runner: Any) -> Any:
+    """The env an EnvRunner samples from.  The env guard (envsdk.envs.guard) replaces its
+    ``reset``/``step``/``close`` on the instance: RLlib's runners call them as ``self.env.step``."""
+    return env_runner.env
+
+
 def learner_connector_setting(config: Any) -> Any:
     """The ``learner_connector`` a config was given (None: RLlib's default pipeline alone).
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import logging
 import sys
 import warnings
@@ -24,8 +25,36 @@ class _NoGputilAdvice(logging.Filter):
         return "Install gputil" not in record.getMessage()
 
 
+class _FirstLine(logging.Formatter):
+    """Shows an RLlib error as its first line: the run's summary says what failed, and the
+    tracebacks are kept (the trial's error.txt, env_runner_errors/)."""
+
+    def __init__(self, inner: logging.Formatter):
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.levelno < logging.ERROR:
+            return self.inner.format(record)
+        lines = record.getMessage().strip().splitlines()
+        short = copy.copy(record)
+        short.msg, short.args = (lines[0] if lines else ""), ()
+        short.exc_info, short.exc_text, short.stack_info = None, None, None
+        return self.inner.format(short)
+
+
+def one_line_rllib_errors() -> None:
+    """Give RLlib's console handler the :class:`_FirstLine` format, in every process that calls it
+    (other handlers, such as a runner's error file, get the whole record)."""
+    for handler in logging.getLogger("ray.rllib").handlers:
+        if isinstance(handler, logging.StreamHandler) and not isinstance(handler.formatter, _FirstLine):
+            handler.setFormatter(_FirstLine(handler.formatter or logging.Formatter()))
+
+
 def quiet_rllib() -> None:
-    """Keep RLlib's warnings about its own API (stack banners, deprecations) out of our output."""
+    """Keep RLlib's warnings about its own API (stack banners, deprecations) out of our output,
+    and its errors to one line (:func:`one_line_rllib_errors`)."""
+    one_line_rllib_errors()
     for name in RLLIB_API_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # offline runs: a dataset report per read

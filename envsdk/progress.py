@@ -103,9 +103,14 @@ def self_play_note(result: dict[str, Any]) -> str | None:
 def health_note(result: dict[str, Any]) -> str | None:
     """``env runners: 3 restarts, 1/2 healthy`` when remote env runners failed (else None)."""
     health = result.get(HEALTH)
-    if not health or (not health["restarts"] and health["healthy"] == health["env_runners"]):
+    if not health:
         return None
-    return f"env runners: {health['restarts']} restarts, {health['healthy']}/{health['env_runners']} healthy"
+    empty = health.get("empty_iterations", 0)
+    nothing = f"SAMPLED NOTHING ({empty} iteration(s) in a row)" if empty else ""
+    if not health["restarts"] and health["healthy"] == health["env_runners"]:
+        return nothing or None
+    note = f"env runners: {health['restarts']} restarts, {health['healthy']}/{health['env_runners']} healthy"
+    return f"{nothing}; {note}" if nothing else note
 
 
 class ProgressLine(tune.Callback):

@@ -622,3 +622,37 @@ def test_replay_metrics_keyed_by_int_agent_ids_fail_a_checkpoint_unless_stringif
     stats = checkpointed_metrics(wrap=True)
     per_agent = [k for k in stats if k.endswith(("--0", "--1"))]
     assert per_agent, sorted(stats)  # the agents' counts are kept, under "0" and "1"
+
+
+@pytest.mark.parametrize("kind", ["single-agent", "multi-agent"])
+def test_runners_step_their_env_through_its_instance_methods_and_sample_after_get_actions(kind):
+    """The env guard replaces ``reset``/``step`` on ``runner_env(runner)``; the action-input check
+    goes in front of GetActions in ``runner_module_to_env(runner)``, built once the runner is."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.connectors.module_to_env import GetActions
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+
+    runner = (
+        _short_episodes_runner()
+        if kind == "multi-agent"
+        else SingleAgentEnvRunner(
+            config=PPOConfig().environment("CartPole-v1").env_runners(num_env_runners=0)
+        )
+    )
+    env = internals.runner_env(runner)
+    calls = {"reset": 0, "step": 0}
+    for name in calls:
+        original = getattr(env, name)
+
+        def counted(*args, _name=name, _original=original, **kwargs):
+            calls[_name] += 1
+            return _original(*args, **kwargs)
+
+        setattr(env, name, counted)
+    try:
+        runner.sample(num_timesteps=20, random_actions=False)
+        assert calls["reset"] >= 1 and calls["step"] >= 19
+        pipeline = internals.runner_module_to_env(runner)
+        assert isinstance(pipeline.connectors[0], GetActions)
+    finally:
+        runner.stop()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from envsdk.errors import UserError
+from envsdk.errors import RunFault, UserError
 
 
-class PlayerError(RuntimeError):
-    """A player failed during training (crash, hang, early shutdown)."""
+class PlayerError(RunFault):
+    """A player failed during training (crash, hang, early shutdown); the outermost one of a
+    chain is reported (it says what was tried after the first)."""
 
 
 class PlayerClosed(PlayerError):

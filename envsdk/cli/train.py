@@ -229,7 +229,8 @@ def main(argv: list[str], prog: str = "train.py") -> int:
             dry_run(exp, b)
         return 0
 
-    from envsdk.cluster.ray_session import check_gpus, local_gpus, start_ray, stop_ray
+    from envsdk.cluster.ray_session import check_gpus, kill_descendants, local_gpus, start_ray, stop_ray
+    from envsdk.envs.guard import on_hard_exit
     from envsdk.training.in_process import runs_in_process
     from envsdk.training.outcome import print_summary
     from envsdk.training.resources import fit, trial_count
@@ -240,6 +241,7 @@ def main(argv: list[str], prog: str = "train.py") -> int:
         for b in built:
             check_gpus(b.config, have=have)
 
+    on_hard_exit(kill_descendants)  # a stall that cannot be interrupted ends the run and what it started
     pairs = list(zip(experiments, built, strict=True))
     with_ray = any(_needs_ray(exp, b) for exp, b in pairs)  # --ray-address too: joined only when needed
     if with_ray:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -94,10 +95,10 @@ def stop_ray() -> None:
     _started_here.clear()
 
 
-def children_running(script: bytes) -> list[int]:
-    """Our child processes whose command line contains ``script``."""
-    found = []
-    for proc in Path("/proc").iterdir():
+def _processes() -> dict[int, tuple[int, bytes]]:
+    """Every process this user can see: pid -> (parent pid, command line); Linux only (``/proc``)."""
+    found = {}
+    for proc in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
         if not proc.name.isdigit():
             continue
         try:
@@ -105,9 +106,31 @@ def children_running(script: bytes) -> list[int]:
             command = (proc / "cmdline").read_bytes()
         except (OSError, IndexError, ValueError):
             continue  # gone meanwhile, or not ours to read
-        if parent == os.getpid() and script in command:
-            found.append(int(proc.name))
+        found[int(proc.name)] = (parent, command)
     return found
+
+
+def children_running(script: bytes) -> list[int]:
+    """Our child processes whose command line contains ``script``."""
+    me = os.getpid()
+    return [pid for pid, (parent, command) in _processes().items() if parent == me and script in command]
+
+
+def kill_descendants() -> None:
+    """SIGKILL every process started by this one, and theirs (the local Ray and its workers):
+    the last resort of a driver that must end while its main thread is stuck in an env call.
+    Actors on a joined cluster end with the driver's job."""
+    table = _processes()
+    wanted, found = {os.getpid()}, True
+    while found:
+        found = False
+        for pid, (parent, _) in table.items():
+            if parent in wanted and pid not in wanted:
+                wanted.add(pid)
+                found = True
+    for pid in wanted - {os.getpid()}:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def require_gpus(wanted: float, asker: str, fix: str, have: float | None = None) -> None:

@@ -40,6 +40,7 @@ from ray.rllib.policy.policy import PolicySpec
 
 from envsdk import internals
 from envsdk.config import legacy, offline
+from envsdk.config.env_checks import EnvCheckSettings
 from envsdk.config.experiment import Experiment
 from envsdk.config.self_play import SelfPlaySettings
 from envsdk.config.validation import (
@@ -65,6 +66,7 @@ from envsdk.training import (
     agent_metrics,
     env_setup,
     episode_window,
+    guards,
     observation_filter,
     off_policy,
     reward_normalization,
@@ -80,7 +82,7 @@ _MISSING = object()
 SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces the plain value
 # Keys handled by this module itself (checked where they are used), not by their RLlib default's type.
 NOT_TYPE_CHECKED = {"input", "env", "env_config", "model", "model_config", "curriculum", "callbacks",
-                    "policies",
+                    "policies", "env_checks",
                     "policy_mapping_fn", "policies_to_train", "multiagent", "self_play"}  # fmt: skip
 # The form of the keys above that are mappings, lists or import paths, checked (with the keys of a
 # `model` or `multiagent` mapping) by _check_shapes before any is used; null means the default.
@@ -111,6 +113,7 @@ EXTRA_KEYS = {
     "normalize_rewards",
     "drop_observation_keys",
     "atari_preprocessing",
+    "env_checks",
 }
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
@@ -774,6 +777,7 @@ def build_config(
         if self_play_value in (None, False)
         else SelfPlaySettings.parse(self_play_value, values.where("self_play"))
     )
+    env_checks = EnvCheckSettings.parse(values.pop("env_checks", None), values.where("env_checks"))
     auto_runners = values.get("num_env_runners") == "auto"
     if auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
@@ -873,6 +877,7 @@ def build_config(
                     config, self_play_settings, info, multi_agent, model, target or env, env_config, values
                 )
             config.validate()
+            guards.install(config, env_checks, values.where("env_checks"), "sample_timeout_s" in values)
         except (ValueError, TypeError, KeyError) as err:
             first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise UserError(

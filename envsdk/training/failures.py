@@ -33,11 +33,14 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from envsdk.errors import root_cause
+from envsdk.notices import one_line_rllib_errors
 from envsdk.progress import HEALTH, lookup
 from envsdk.training.callbacks import add_callback
 
 ERRORS_DIR = "env_runner_errors"
-EMPTY_ITERATIONS_ALLOWED = 3  # with restarts asked for: iterations in a row that may sample nothing
+EMPTY_ITERATIONS_ALLOWED = 3  # iterations in a row that may sample nothing (with restarts asked for, or
+# without a failure: runners slower than sample_timeout_s)
 SAMPLED = "env_runners/num_env_steps_sampled"
 USER_KEYS = ("restart_failed_env_runners", "ignore_env_runner_failures")
 
@@ -59,12 +62,6 @@ def prepare(config: Any, exp_dir: Path, asked_for_restarts: bool) -> Path:
     return folder
 
 
-def _root(err: BaseException) -> BaseException:
-    while err.__cause__ is not None or (err.__context__ is not None and not err.__suppress_context__):
-        err = err.__cause__ or err.__context__  # type: ignore[assignment]
-    return err
-
-
 class _ErrorFile(logging.Handler):
     """Writes the first logged exception of this runner process to ``<folder>/<worker>-<pid>.json``."""
 
@@ -76,7 +73,7 @@ class _ErrorFile(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if not record.exc_info or record.exc_info[1] is None or self.path.exists():
             return
-        root = _root(record.exc_info[1])
+        root = root_cause(record.exc_info[1])
         text = "".join(traceback.format_exception(*record.exc_info))
         doc = {
             "worker": self.worker,
@@ -94,6 +91,7 @@ class _ErrorFile(logging.Handler):
 def record_errors(*, env_runner: Any, folder: str, **_: Any) -> None:
     """``on_environment_created`` hook: in a remote runner, keep its first error for the driver."""
     worker = int(getattr(env_runner, "worker_index", 0) or 0)
+    one_line_rllib_errors()
     rllib = logging.getLogger("ray.rllib")
     if worker == 0 or any(isinstance(h, _ErrorFile) for h in rllib.handlers):
         return  # the driver's own runner raises into the driver; one handler per process
@@ -131,21 +129,29 @@ _empty_streaks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary(
 
 
 def check_result(*, algorithm: Any, result: dict[str, Any], allowed: int, **_: Any) -> None:
-    """``on_train_result`` hook: count runner failures in the result; fail after too many empty iterations."""
+    """``on_train_result`` hook: count runner failures and iterations that sampled nothing in the
+    result (the progress line shows them); fail after too many empty iterations in a row."""
     runners = int(getattr(algorithm.config, "num_env_runners", 0) or 0)
     if not runners:
-        return
+        return  # a local runner samples until it has its steps, or raises
     health = {
         "restarts": int(lookup(result, "fault_tolerance/num_remote_worker_restarts") or 0),
         "healthy": int(lookup(result, "fault_tolerance/num_healthy_workers") or 0),
         "env_runners": runners,
     }
     failing = health["restarts"] > 0 or health["healthy"] < runners
-    streak = _empty_streaks.get(algorithm, 0) + 1 if (not lookup(result, SAMPLED) and failing) else 0
+    streak = _empty_streaks.get(algorithm, 0) + 1 if not lookup(result, SAMPLED) else 0
     _empty_streaks[algorithm] = streak
     result[HEALTH] = {**health, "empty_iterations": streak}
-    if streak > allowed:
+    if failing and streak > allowed:
         raise EnvRunnersFailed(
             f"{streak} iteration(s) in a row sampled no env steps ({health['restarts']} env runner "
             f"restart(s), {health['healthy']} of {runners} healthy)"
+        )
+    if streak > EMPTY_ITERATIONS_ALLOWED:
+        timeout = algorithm.config.sample_timeout_s
+        raise EnvRunnersFailed(
+            f"{streak} iterations in a row sampled no env steps: no env runner returned its samples"
+            f" within sample_timeout_s ({timeout:g} s); fix: raise sample_timeout_s, or lower"
+            " rollout_fragment_length, if the env is that slow"
         )

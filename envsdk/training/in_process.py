@@ -33,8 +33,9 @@ from ray.tune.utils import flatten_dict
 from envsdk.cluster.ray_session import wanted_gpus
 from envsdk.config.experiment import Experiment
 from envsdk.config.stopping import StopCriteria
-from envsdk.errors import UserError
+from envsdk.errors import UserError, root_cause
 from envsdk.internals import release_utilization_monitor
+from envsdk.notices import notice
 from envsdk.progress import ProgressLine, format_line
 from envsdk.training.algorithm_config import BuiltConfig
 from envsdk.training.checkpoints import (
@@ -47,6 +48,7 @@ from envsdk.training.checkpoints import (
     write_manifest,
 )
 from envsdk.training.failures import explain
+from envsdk.training.guards import with_learner_stats
 from envsdk.training.interrupt import SignalCatcher
 from envsdk.training.logger_callbacks import InProcessLoggers
 from envsdk.training.outcome import Outcome
@@ -146,13 +148,6 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "item"):  # numpy scalars
         return value.item()
     return str(value)
-
-
-def _root_cause(err: BaseException) -> BaseException:
-    """The first error in a chain: RLlib re-raises env errors as a bare ``RuntimeError from e``."""
-    while err.__cause__ is not None:
-        err = err.__cause__
-    return err
 
 
 def _rank(checkpoint: Path) -> float:
@@ -305,9 +300,9 @@ def run_trial(
         except Exception as err:
             # Reported as Tune reports a failed trial: one line now, the traceback in the trial folder.
             (trial_dir / "error.txt").write_text(traceback.format_exc())
-            root = _root_cause(err)
+            root = root_cause(err)
             message = f"{type(root).__name__}: {root}"
-            cause = explain(message, errors_dir, since)
+            cause = with_learner_stats(explain(message, errors_dir, since), result)
             errors.append(f"{trial_dir}: {cause}" + (" (traceback in error.txt)" if cause == message else ""))
         finally:
             catcher.uninstall()
@@ -348,9 +343,14 @@ def _compute_threads(built: BuiltConfig) -> None:
     torch.set_num_threads(min(main_process_cpus(built.algo_class, built.config), os.cpu_count() or 1))
 
 
+STOP_TIMEOUT_S = 30.0  # how long the end of a run waits for the algorithm (its env runners) to stop
+
+
 @contextlib.contextmanager
 def _stopping(algo: Any) -> Iterator[None]:
-    """Stop ``algo`` (if any) in a thread while the block runs; the block ends once it has stopped.
+    """Stop ``algo`` (if any) in a thread while the block runs; the block ends once it has stopped,
+    or after STOP_TIMEOUT_S: a runner stuck in its env must not keep the run from ending (what
+    is left of it ends with Ray, or with the job on a joined cluster).
 
     An error raised by ``algo.stop()`` is raised here, after the block, as if it had been called in line.
     """
@@ -363,13 +363,17 @@ def _stopping(algo: Any) -> Iterator[None]:
         except BaseException as err:  # handed to the caller's thread below
             failure.append(err)
 
-    stopper = threading.Thread(target=stop, name="envsdk-algo-stop") if algo is not None else None
+    stopper = (
+        threading.Thread(target=stop, name="envsdk-algo-stop", daemon=True) if algo is not None else None
+    )
     if stopper is not None:
         stopper.start()
     try:
         yield
     finally:
         if stopper is not None:
-            stopper.join()
+            stopper.join(STOP_TIMEOUT_S)
+            if stopper.is_alive():
+                notice(f"the algorithm did not stop within {STOP_TIMEOUT_S:.0f} s; ending without it")
     if failure:
         raise failure[0]

@@ -28,6 +28,7 @@ from envsdk.training import failures
 from envsdk.training.algorithm_config import BuiltConfig
 from envsdk.training.callbacks import add_callback
 from envsdk.training.checkpoints import ManifestWriter, best_of
+from envsdk.training.guards import with_learner_stats
 from envsdk.training.in_process import run_trial, runs_in_process
 from envsdk.training.interrupt import CheckpointOnRequest, Interrupter
 from envsdk.training.logger_callbacks import logger_callbacks
@@ -158,8 +159,9 @@ def summarise(
     interrupted: str | None,
 ) -> Outcome:
     """The outcome of a Tune run: its best checkpoint picked as rollout.py picks one (manifests)."""
+    explain = failures.explain
     errors = [
-        f"{r.path}: {failures.explain(_first_line(r.error), errors_dir, since)}"
+        f"{r.path}: {with_learner_stats(explain(_first_line(r.error), errors_dir, since), r.metrics)}"
         for r in grid
         if r.error is not None
     ]
