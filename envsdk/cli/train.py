@@ -8,6 +8,7 @@ settings) is applied on top of every experiment's ``config``.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import os
 import shlex
@@ -179,6 +180,9 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if value is None or isinstance(value, str | int | float | bool):
         return value
+    if isinstance(value, functools.partial):
+        settings = ", ".join(f"{k}={v}" for k, v in value.keywords.items())
+        return f"{_plain(value.func)}({settings})"
     name = getattr(value, "__qualname__", None)
     return f"{value.__module__}.{name}" if name else repr(value)
 
