@@ -36,7 +36,7 @@ test: $(STAMP) sysdeps
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # The tests that need no trained run, Unity player or cluster: about a minute, under two on a busy
 # 2-core machine (tests/conftest.py fails an unmarked test that builds an Algorithm).

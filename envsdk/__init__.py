@@ -11,7 +11,7 @@ _collecting = gc.isenabled()
 gc.disable()
 
 try:
-    from envsdk import internals, moved
+    from envsdk import internals
     from envsdk.envs.base import (
         MASK_KEY,
         OBS_KEY,
@@ -23,7 +23,6 @@ try:
     )
     from envsdk.envs.registry import register
 
-    moved.install()  # checkpoints from before the sub-packages name our classes by their old paths
     internals.connectors_find_their_caller_cheaply()  # 0.2 s less to build an algorithm or env runner
     internals.polyak_updates_in_place()  # DQN's and SAC's target networks blended in place
     internals.discrete_actions_skip_unsquashing()  # no copy of discrete actions at every env step

@@ -293,7 +293,12 @@ def check_brain(path: Path, spec: BrainSpec, target: UnityTarget = TARGETS[DEFAU
     import onnx
 
     model = onnx.load(str(path))
-    problems = target_problems(model, target)
+    return target_problems(model, target) + _graph_problems(model, spec) + _output_problems(path, spec)
+
+
+def _graph_problems(model: Any, spec: BrainSpec) -> list[str]:
+    """The graph's inputs and outputs against the game's observations and actions."""
+    problems = []
     inputs = {i.name: i for i in model.graph.input}
     outputs = {o.name: o for o in model.graph.output}
     for name in inputs:
@@ -311,6 +316,12 @@ def check_brain(path: Path, spec: BrainSpec, target: UnityTarget = TARGETS[DEFAU
             problems.append(f"output '{name}' is missing")
         elif outputs[name].type.tensor_type.elem_type != wanted_types.get(name, 1):
             problems.append(f"output '{name}' has element type {outputs[name].type.tensor_type.elem_type}")
+    return problems
+
+
+def _output_problems(path: Path, spec: BrainSpec) -> list[str]:
+    """The brain run on a batch of 3: its constants and its action outputs' shapes."""
+    problems = []
     values = _run(path, sample_feeds(spec, 3, 0))
     constants: dict[str, list[Any]] = {"version_number": [MODEL_VERSION], "memory_size": [0]}
     if spec.continuous:

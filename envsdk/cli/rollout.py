@@ -288,15 +288,15 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
 
     staging = video_dir / ".staging" if video_dir else None
     spec = EvalSpec(
-        restored,
-        args.explore,
-        args.seed,
-        staging,
-        frames,
-        args.render,
-        workers,
-        args.num_gpus / workers if workers else 0.0,
-        opponent,
+        restored=restored,
+        explore=args.explore,
+        seed=args.seed,
+        video_dir=staging,
+        frames=frames,
+        render=args.render,
+        num_workers=workers,
+        num_gpus_per_worker=args.num_gpus / workers if workers else 0.0,
+        opponent=opponent,
     )
     episodes = None if args.steps else (args.episodes or 1)
     records = evaluate(spec, workers, episodes, args.steps, args.num_gpus)
@@ -335,7 +335,7 @@ def _probe_frames(restored: Any) -> tuple[str, tuple]:
     from envsdk.evaluation.evaluator import AGENT, EnvCreator, EvalSpec
     from envsdk.evaluation.recording import frame_source
 
-    env = EnvCreator(EvalSpec(restored), 0).make_plain(dict(restored.env_config), "rgb_array")
+    env = EnvCreator(EvalSpec(restored=restored), 0).make_plain(dict(restored.env_config), "rgb_array")
     try:
         spaces = env.observation_spaces if restored.multi_agent else {AGENT: env.observation_space}
         space = next(iter(spaces.values()))

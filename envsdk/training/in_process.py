@@ -313,11 +313,11 @@ def run_trial(
             with _stopping(algo):
                 plot = plot_reward_curve(trial_dir, exp.name, painter)
     return Outcome.from_result(
-        exp.name,
-        exp_dir,
-        trial_dir,
-        result,
-        errors,
+        name=exp.name,
+        experiment_dir=exp_dir,
+        trial_dir=trial_dir,
+        result=result,
+        errors=errors,
         best_checkpoint=checkpointer.best(),
         plot=plot,
         interrupted=catcher.signal_name,
