@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import pytest
 
@@ -43,3 +44,12 @@ def test_imports_go_down_the_layers(path):
 def test_every_package_has_a_layer():
     packages = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
     assert packages == set(ORDER) - {""}
+
+
+def test_every_module_path_architecture_names_exists():
+    text = (ROOT / "ARCHITECTURE.md").read_text()
+    named = set(re.findall(r"(?<![\w./-])((?:[\w-]+/)*[\w-]+\.py)\b", text))
+    bases = [ROOT, ROOT / "envsdk", ROOT / "unity_bridge"]
+    missing = sorted(n for n in named if not any((base / n).is_file() for base in bases))
+    assert not missing, f"ARCHITECTURE.md names modules that do not exist: {missing}"
+    assert len(named) > 50

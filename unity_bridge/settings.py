@@ -40,7 +40,7 @@ def to_unity_range(values: Any, mapping: str) -> Any:
 
 @dataclass(frozen=True)
 class LaunchSettings:
-    """How to start and drive one player (see the README's Unity section for each key)."""
+    """How to start and drive one player (see docs/unity.md for each key)."""
 
     file_name: str | None = None  # None: connect to the Unity Editor (port 5004), press Play
     no_graphics: bool = False
@@ -84,7 +84,7 @@ class LaunchSettings:
             settings = cls(**values, display=os.environ.get("DISPLAY"))
             settings._check()
         except (TypeError, ValueError) as err:
-            raise UserError(f"env_config: {err}", "see the Unity section of the README for each key") from err
+            raise UserError(f"env_config: {err}", "see docs/unity.md for each key") from err
         return settings
 
     def _check(self) -> None:

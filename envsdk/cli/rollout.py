@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from envsdk import speedups
 from envsdk.config.yamlio import parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice, quiet_rllib
@@ -233,9 +234,11 @@ def _place_videos(records: list, folder: Path) -> None:
 def main(argv: list[str], prog: str = "rollout.py") -> int:
     args = parser(prog).parse_args(argv)
     _check_args(args)
+    with speedups.untracked_imports():  # RLlib's import (torch, Ray, Tune), out of the collector's way
+        from envsdk.evaluation.restore import load
+        from envsdk.training.checkpoints import locate
+    speedups.install()
     quiet_rllib()
-    from envsdk.evaluation.restore import load
-    from envsdk.training.checkpoints import locate
 
     found = locate(args.checkpoint)
     print(f"checkpoint: {found.checkpoint} ({found.why})")

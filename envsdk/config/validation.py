@@ -337,7 +337,7 @@ def check_metric(name: Any, where: str, what: str) -> tuple[str, bool]:
         fix = (closest(new, candidates, n=1) or closest(parts[-1], candidates, n=1) or [""])[0]
     raise UserError(
         f"{where}: unknown metric '{name}' for {what}",
-        f"did you mean '{fix}'?" if fix else "see the README's YAML section for the metric names",
+        f"did you mean '{fix}'?" if fix else "see docs/yaml.md for the metric names",
     )
 
 

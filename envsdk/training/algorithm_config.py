@@ -38,7 +38,7 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.policy import PolicySpec
 
-from envsdk import internals
+from envsdk import internals, speedups
 from envsdk.config import legacy, offline
 from envsdk.config.env_checks import EnvCheckSettings
 from envsdk.config.experiment import Experiment
@@ -318,7 +318,7 @@ def _translate_key(
             f"{raw.where(key)}: unknown config key '{key}'",
             f"did you mean {', '.join(repr(n) for n in near)}?"
             if near
-            else "see the README's config section for valid keys",
+            else "see docs/yaml.md for valid keys",
         )
     t.put(new, value, key)
 
@@ -1003,6 +1003,7 @@ def stage_hooks(b: Build) -> None:
         add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
     if b.model.old_stack:
         return  # the old stack smooths its episode metrics itself, and takes no callback functions
+    add_callback(config, "on_environment_created", speedups.on_env_runner, first=True)
     add_callback(config, "on_episode_end", episode_window.log_episode)
     window = episode_window.EpisodeWindow(config.metrics_num_episodes_for_smoothing)
     add_callback(config, "on_train_result", window, first=True)
