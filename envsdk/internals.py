@@ -63,8 +63,8 @@ def without_object_store() -> Iterator[None]:
     RLlib's ``EnvRunnerGroup`` puts its config (when built) and the weights
     (at every ``sync_weights``) into Ray's object store for remote env runners
     to fetch, even when there are none; the first such ``ray.put`` would
-    start a whole local Ray (GCS, raylet, agents: about 4 s of a short run
-    on 2 cores, start and shut-down).  Inside this block, while Ray is not
+    start a whole local Ray (GCS, raylet, agents: most of a short run's
+    start and shut-down; benchmarks/phases.py).  Inside this block, while Ray is not
     running, ``ray.put`` hands the value back as is.  Nothing resolves it:
     a run trained this way has no remote env runner.  Any other Ray call
     starts Ray as usual, and from then on ``ray.put`` is Ray's own again.
@@ -159,7 +159,7 @@ def learner_batch(learner: Any, batch: Any) -> Any:
     return learner._convert_batch_type(batch)
 
 
-# Imported on first use during training: torch._dynamo by the first torch optimizer (~1.5 s here),
+# Imported on first use during training: torch._dynamo by the first torch optimizer (seconds),
 # tensorboardX by the result log, matplotlib by the reward plot.  train.py imports them while Ray
 # starts its processes (the main thread mostly waits then); tests import torch._dynamo first
 # (torch's lazy import of it can find torch.ops.prims half-registered once other modules are in).
@@ -212,7 +212,7 @@ def update_without_reduce(learner_group: Any, **kwargs: Any) -> None:
     """One ``LearnerGroup.update`` whose metrics the local learner keeps for the next update to reduce.
 
     ``Learner.update(_no_metrics_reduce=True)`` logs as usual and skips the ``metrics.reduce()``
-    that costs a SAC update on Pendulum ~1 ms of its ~7; the next plain update reduces both
+    that costs a share of every SAC update (benchmarks/replay.py); the next plain update reduces both
     (sums add up, window-1 values keep the last).  Local learner groups only: remote learners'
     sharding does not take the flag.
     """
@@ -305,8 +305,8 @@ def connectors_find_their_caller_cheaply() -> None:
 
     RLlib 2.60's ``ConnectorV2.__init__`` records a subclass's constructor arguments (for
     checkpoints) from ``inspect.stack()[1].frame``.  ``inspect.stack()`` reads the source lines of
-    every frame on the stack, to be thrown away: about 16 ms a connector piece, 0.2 s of a short PPO
-    run's start (13 pieces), in every process that builds connectors.  The module's ``inspect`` is
+    every frame on the stack, to be thrown away, for each connector piece, in every process that
+    builds connectors (benchmarks/speedups.py, ``connector-frames``).  The module's ``inspect`` is
     swapped for one whose ``stack()`` gives the same frames, names and line numbers without source
     context; everything else is ``inspect``'s own.  Idempotent; :mod:`envsdk.speedups` installs it.
     """
@@ -336,10 +336,10 @@ def polyak_updates_in_place() -> None:
     """Make RLlib's target-network update (DQN, SAC, APPO) blend the weights in place.
 
     ``ray.rllib.utils.torch_utils.update_target_network`` builds both networks'
-    state dicts, a third from them, and loads it back: about 1 ms of SAC's
-    8 ms update on a small CPU, paid at every update with SAC's default
-    ``tau``.  The replacement blends each weight of the target network in
-    place (``lerp_``), the same formula.  RLlib looks the function up in that
+    state dicts, a third from them, and loads it back, at every update with
+    SAC's default ``tau`` (benchmarks/speedups.py, ``polyak-in-place``).  The
+    replacement blends each weight of the target network in place (``lerp_``),
+    the same formula.  RLlib looks the function up in that
     module at every call (``ray.rllib.core.learner.utils``), so swapping it
     there reaches every learner.  Idempotent; :mod:`envsdk.speedups` installs it.
     """
@@ -383,8 +383,8 @@ def optimizers_fused_on_cpu() -> None:
     """Let every RLlib learner step torch's fused Adam where it registers a default one on CPU.
 
     RLlib's learners build ``torch.optim.Adam`` with torch's defaults, which on CPU is the
-    per-tensor Python loop: 0.27 ms a step for PPO's two 64x64 networks on this machine against
-    0.06 ms fused, paid at every minibatch update (SAC registers four optimizers, PPO one).  The
+    per-tensor Python loop, several times slower than the fused kernel for small networks, at
+    every minibatch update (benchmarks/speedups.py, ``fused-adam``; SAC registers four).  The
     fused kernel computes the same update (tests/test_internals.py compares them).  An optimizer
     that states ``fused`` or ``foreach``, any other class, and weights on a GPU are left as they
     are, and so are the optimizers of a learner whose ``configure_optimizers_for_module`` is a
@@ -435,8 +435,8 @@ def release_utilization_monitor(trainable: Any) -> None:
 
     ``Trainable.__init__`` starts a ``UtilMonitor`` (``log_sys_usage``, on in RLlib's configs): a
     daemon thread that reads CPU and memory every 0.7 s for the ``perf/`` metrics and sleeps in
-    between.  ``Trainable.stop`` joins it, which waits out the sleep: up to 0.7 s (all of
-    ``algo.stop()`` for a trial in this process).  Once no result is wanted, the thread is told to
+    between.  ``Trainable.stop`` joins it, which waits out the sleep (most of ``algo.stop()``
+    for a trial in this process).  Once no result is wanted, the thread is told to
     stop and the trainable gets a monitor that never started; the daemon thread ends when its sleep
     does, and the process may exit before that.
     """

@@ -299,8 +299,8 @@ def _needs_ray(exp: Any, built: Any) -> bool:
     offline data (read with Ray Data); wandb (its logger is a Ray actor); and
     an algorithm not known to train without Ray (IMPALA and APPO start actors).
     A single trial that samples and learns in this process needs none: it
-    trains with no Ray started, which saves a short run ~4 s of start-up and
-    shut-down (benchmarks/phases.py).
+    trains with no Ray started, which saves a short run Ray's start-up and
+    shut-down (benchmarks/phases.py measures it).
     """
     from envsdk.internals import trains_without_ray
     from envsdk.training.in_process import runs_in_process

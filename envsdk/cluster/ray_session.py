@@ -85,8 +85,7 @@ def stop_ray() -> None:
 
     Ray stops its GCS before the autoscaler monitor; the monitor's SIGTERM
     handler then tries to report to the dead GCS, and Ray waits a full second
-    before killing it (1.0 s of the 1.6 s shut-down, every run, measured on
-    Ray 2.60).  A local Ray has nothing to autoscale, so the monitor that
+    before killing it, in every run (Ray 2.60).  A local Ray has nothing to autoscale, so the monitor that
     ray.init started as our child is killed first.  Linux only (``/proc``);
     elsewhere, and when joined to a cluster, this is plain ``ray.shutdown()``.
     """
