@@ -147,7 +147,7 @@ def export_and_check_brains(checkpoint: Path, out: Path, target: str = "sentis")
 
     import numpy as np
 
-    from unity_bridge.brain import MASKS, BrainSpec, check_brain
+    from envsdk.evaluation.unity_brain import MASKS, BrainSpec, check_brain
     from unity_bridge.settings import to_unity_range
     from unity_bridge.targets import TARGETS
 

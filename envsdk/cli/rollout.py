@@ -262,7 +262,7 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
         for pid, path in export(restored, Path(args.export_onnx).resolve()).items():
             print(f"onnx: {path} (policy {pid}; checked against torch with onnxruntime)")
     if args.export_unity:
-        from unity_bridge.brain import export_brains
+        from envsdk.evaluation.unity_brain import export_brains
 
         folder = Path(args.export_unity).resolve()
         target = TARGETS[args.unity_target]

@@ -33,7 +33,7 @@ from ray.tune.utils import flatten_dict
 from envsdk.cluster.ray_session import wanted_gpus
 from envsdk.config.experiment import Experiment
 from envsdk.config.stopping import StopCriteria
-from envsdk.errors import UserError, root_cause
+from envsdk.errors import UserError, as_user_error, root_cause
 from envsdk.internals import release_utilization_monitor
 from envsdk.notices import notice
 from envsdk.progress import ProgressLine, format_line
@@ -295,9 +295,12 @@ def run_trial(
             if not catcher.signal_name:
                 raise
             # a second signal: stop without a checkpoint
-        except UserError:
-            raise
         except Exception as err:
+            user = as_user_error(err)
+            if user is err:
+                raise
+            if user is not None:
+                raise user from err
             # Reported as Tune reports a failed trial: one line now, the traceback in the trial folder.
             (trial_dir / "error.txt").write_text(traceback.format_exc())
             root = root_cause(err)

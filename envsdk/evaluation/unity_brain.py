@@ -40,12 +40,11 @@ from envsdk.errors import UserError
 from envsdk.evaluation.onnx_export import PolicyNet, allowing_masks, policy_nets
 from envsdk.evaluation.restore import Restored
 from envsdk.training.self_play import SelfPlayMapping
+from unity_bridge.brains import INDEX, MASKS
 from unity_bridge.settings import CLIP, LaunchSettings, continuous_mapping, to_unity_range
 from unity_bridge.targets import DEFAULT_TARGET, TARGETS, UnityTarget, target_problems
 
 MODEL_VERSION = 3
-MASKS = "action_masks"
-INDEX = "brains.json"
 FORBIDDEN = -1e9  # a masked choice's logit: never the argmax, never sampled
 _ALLOWED_INPUTS = ("action_masks", "recurrent_in", "prev_action", "epsilon", "sequence_length")
 
@@ -146,7 +145,7 @@ class UnityBrain(torch.nn.Module):
 
 
 def _require_unity(restored: Restored) -> None:
-    from unity_bridge.rllib_env import UnityEnv, UnityGymEnv
+    from envsdk.envs.unity.rllib_env import UnityEnv, UnityGymEnv
 
     target = getattr(restored.env.creator, "target", None)
     if not (isinstance(target, type) and issubclass(target, UnityEnv | UnityGymEnv)):
@@ -158,7 +157,7 @@ def _require_unity(restored: Restored) -> None:
 
 def brain_specs(restored: Restored) -> dict[str, BrainSpec]:
     """Behavior -> spec, read from the game itself (started once, with no graphics when it can)."""
-    from unity_bridge.rllib_env import UnityGymEnv, agent_key
+    from envsdk.envs.unity.rllib_env import UnityGymEnv, agent_key
 
     mapping = getattr(restored.config, "policy_mapping_fn", None)
     setting = LaunchSettings.from_config(restored.env_config).continuous_actions
@@ -343,40 +342,3 @@ def _shape(value: Any) -> list[Any] | None:
         return None
     dims = value.type.tensor_type.shape.dim
     return [d.dim_param if d.dim_param else d.dim_value for d in dims]
-
-
-class BrainPlayer:
-    """Runs exported brains with onnxruntime: behavior -> actions, as a Unity build does."""
-
-    def __init__(self, source: Path, deterministic: bool = True):
-        folder = source if source.is_dir() else source.parent
-        index = json.loads((folder / INDEX).read_text()) if (folder / INDEX).is_file() else None
-        if index is None and source.is_dir():
-            raise FileNotFoundError(f"{source}: no {INDEX} (written by rollout.py --export-unity)")
-        self.deterministic = deterministic
-        self.files = {b: folder / e["file"] for b, e in index["behaviors"].items()} if index else {}
-        self.default = source if source.is_file() else None
-        self._sessions: dict[Path, Any] = {}
-
-    def act(
-        self, behavior: str, observations: list[np.ndarray], mask: np.ndarray | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """A batch of agents' observations (one array per observation) -> (continuous, discrete)."""
-        import onnxruntime
-
-        path = self.files.get(behavior, self.default)
-        if path is None:
-            raise KeyError(f"no brain for behavior '{behavior}'")
-        if path not in self._sessions:
-            self._sessions[path] = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-        session = self._sessions[path]
-        feeds = {f"obs_{i}": np.asarray(o, np.float32) for i, o in enumerate(observations)}
-        if mask is not None and any(i.name == MASKS for i in session.get_inputs()):
-            feeds[MASKS] = mask.astype(np.float32)
-        names = [o.name for o in session.get_outputs()]
-        out = dict(zip(names, session.run(None, feeds), strict=True))
-        prefix = "deterministic_" if self.deterministic else ""
-        batch = len(observations[0])
-        continuous = out.get(f"{prefix}continuous_actions", np.zeros((batch, 0), np.float32))
-        discrete = out.get(f"{prefix}discrete_actions", np.zeros((batch, 0), np.int64))
-        return continuous, discrete

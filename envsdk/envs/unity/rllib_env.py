@@ -34,10 +34,10 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.utils.typing import AgentID
 
 from envsdk.envs.base import MASK_KEY, OBS_KEY, RLlibHooks, TaskSettable
+from envsdk.envs.unity.metrics import log_unity_metrics
 from envsdk.notices import notice
 from unity_bridge.environment import Action, AgentStep, BehaviorSpec, UnityEnvironment
 from unity_bridge.errors import PlayerError
-from unity_bridge.metrics import log_unity_metrics
 from unity_bridge.player import thread_limit
 from unity_bridge.settings import LaunchSettings, continuous_mapping, to_unity_range
 
@@ -162,7 +162,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         # An unresolved `auto` (an env built outside train.py): a Gaussian policy's mapping.
         self._mapping = continuous_mapping(settings.continuous_actions, "")
         try:
-            self.game = UnityEnvironment(settings, worker_id=worker_id, search=[Path.cwd()])
+            self.game = UnityEnvironment(settings, worker_id=worker_id, search=[Path.cwd()], notice=notice)
         except BaseException:
             _slots.discard((self.worker_index, self.slot))
             raise
