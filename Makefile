@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: train test test-fast lint bench clean sysdeps
+.PHONY: train test test-fast lint bench clean sysdeps docs
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,8 @@ test: $(STAMP) sysdeps
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
-	$(PY) -m pytest -q
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir site
+	$(PY) -m pytest -q --durations=25
 
 # The tests that need no trained run, Unity player or cluster: about a minute, under two on a busy
 # 2-core machine (tests/conftest.py fails an unmarked test that builds an Algorithm).
@@ -45,6 +46,10 @@ test-fast: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q -m "not slow"
+
+# The docs site (docs/ and mkdocs.yml) into site/; `.venv/bin/mkdocs serve` shows it live.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 bench: $(STAMP) sysdeps
 	$(PY) -m pip install -q -c requirements.lock -e '.[bench]'
@@ -59,6 +64,7 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/replay.py
 	$(PY) benchmarks/ecosystem.py
 	$(PY) benchmarks/env_checks.py
+	$(PY) benchmarks/speedups.py
 	$(PY) benchmarks/quickstart.py
 	$(PY) benchmarks/steps_to_solve.py --variant "2x512, 15 epochs, lr 3e-3" minibatch_size=512 num_epochs=15 lr=0.003
 

@@ -4,12 +4,8 @@
 (b) RLlib's SingleAgentEnvRunner (8 envs, the default PPO module choosing
     actions) on CartPole built through envsdk's registry (``EnvFactory``: the
     path every ``env: module.Class`` and registered env takes);
-(c) the same env runner on ``CartPole-v1`` handed straight to RLlib;
-(d) (c) with RLlib's own ``NormalizeAndClipActions``, which copies every
-    discrete action and maps a no-op over it at each step (envsdk skips it:
-    ``internals.discrete_actions_skip_unsquashing``).
-(b) against (c) is our own overhead; (a) shows what RLlib's sampling costs;
-(d) against (c) what the skip saves.
+(c) the same env runner on ``CartPole-v1`` handed straight to RLlib.
+(b) against (c) is our own overhead; (a) shows what RLlib's sampling costs.
 Writes a table into benchmarks/RESULTS.md.
 
     python benchmarks/overhead.py [--seconds 5]
@@ -18,12 +14,10 @@ Writes a table into benchmarks/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime
 import logging
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import gymnasium as gym
@@ -67,19 +61,6 @@ def rllib(env: str, seconds: float) -> float:
     return rate
 
 
-@contextlib.contextmanager
-def rllib_unsquash() -> Iterator[None]:
-    """RLlib's own ``NormalizeAndClipActions.__call__``, in place of envsdk's for the block."""
-    from ray.rllib.connectors.module_to_env.normalize_and_clip_actions import NormalizeAndClipActions
-
-    ours = NormalizeAndClipActions.__call__
-    NormalizeAndClipActions.__call__ = ours.__wrapped__  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
-        NormalizeAndClipActions.__call__ = ours  # type: ignore[method-assign]
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=5.0)
@@ -91,13 +72,11 @@ def main() -> None:
     from envsdk.envs.registry import EnvFactory
 
     register_env("envsdk-cartpole", EnvFactory(ours_factory, "envsdk-cartpole"))
-    rates: dict[str, list[float]] = {"bare": [], "ours": [], "direct": [], "unsquash": []}
+    rates: dict[str, list[float]] = {"bare": [], "ours": [], "direct": []}
     for _ in range(args.repeats):  # alternate, so machine noise hits all three alike
         rates["bare"].append(bare(args.seconds))
         rates["ours"].append(rllib("envsdk-cartpole", args.seconds))
         rates["direct"].append(rllib("CartPole-v1", args.seconds))
-        with rllib_unsquash():
-            rates["unsquash"].append(rllib("CartPole-v1", args.seconds))
     med = {k: float(np.median(v)) for k, v in rates.items()}
     cost = (med["direct"] - med["ours"]) / med["direct"] * 100
     lines = [
@@ -110,11 +89,9 @@ def main() -> None:
         f"| (a) gymnasium SyncVectorEnv, random actions | {med['bare']:,.0f} |",
         f"| (b) RLlib env runner, env built by envsdk's registry | {med['ours']:,.0f} |",
         f"| (c) RLlib env runner, CartPole-v1 given to RLlib directly | {med['direct']:,.0f} |",
-        f"| (d) as (c), with RLlib's own copy and unsquash of discrete actions | {med['unsquash']:,.0f} |",
         "",
         f"Our wrappers cost {cost:.1f}% of steps per second against bare RLlib "
-        "(target <= 3%; negative = noise). Skipping the no-op unsquash of discrete actions: "
-        f"{(med['direct'] / med['unsquash'] - 1) * 100:+.1f}% steps per second ((c) against (d)).",
+        "(target <= 3%; negative = noise).",
     ]
     append_results(lines)
 

@@ -1,17 +1,15 @@
-"""envsdk: write an environment, train it with RLlib 2.60 from a YAML file."""
+"""envsdk: write an environment, train it with RLlib 2.60 from a YAML file.
 
-import gc
+Importing it changes nothing in Ray, RLlib or torch (the speed-ups that train.py and rollout.py
+install are in :mod:`envsdk.speedups`), and imports RLlib only when a name below is first used.
+"""
 
-# Importing RLlib (torch, Ray, Tune) allocates about half a million objects, all kept for the life
-# of the process: the collector runs hundreds of times during the import and frees nothing (0.3 s),
-# then every full collection of a training run walks them again.  So: no collection during the
-# import, and what it left is moved out of the collector's generations (gc.freeze).  A CartPole run
-# ends 0.5 s sooner (benchmarks/RESULTS.md).
-_collecting = gc.isenabled()
-gc.disable()
+from __future__ import annotations
 
-try:
-    from envsdk import internals, moved
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
     from envsdk.envs.base import (
         MASK_KEY,
         OBS_KEY,
@@ -23,15 +21,16 @@ try:
     )
     from envsdk.envs.registry import register
 
-    moved.install()  # checkpoints from before the sub-packages name our classes by their old paths
-    internals.connectors_find_their_caller_cheaply()  # 0.2 s less to build an algorithm or env runner
-    internals.polyak_updates_in_place()  # DQN's and SAC's target networks blended in place
-    internals.discrete_actions_skip_unsquashing()  # no copy of discrete actions at every env step
-    internals.optimizers_fused_on_cpu()  # torch's fused Adam for RLlib's default optimizers on CPU
-    gc.freeze()
-finally:
-    if _collecting:
-        gc.enable()
+_EXPORTS = {
+    "MASK_KEY": "envsdk.envs.base",
+    "OBS_KEY": "envsdk.envs.base",
+    "ActionMaskEnv": "envsdk.envs.base",
+    "CurriculumEnv": "envsdk.envs.base",
+    "Env": "envsdk.envs.base",
+    "MultiAgentEnv": "envsdk.envs.base",
+    "TaskSettable": "envsdk.envs.base",
+    "register": "envsdk.envs.registry",
+}
 
 __all__ = [
     "MASK_KEY",
@@ -43,3 +42,9 @@ __all__ = [
     "TaskSettable",
     "register",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module 'envsdk' has no attribute {name!r}")

@@ -34,11 +34,29 @@ class RunFault(RuntimeError):
     """A fault found while training (an env's, a policy's) whose message names it and its fix;
     reported as it is, however deep in a chain of re-raised errors it arrives."""
 
+    reported_whole = True
+
+
+def _reported_whole(err: BaseException) -> bool:
+    """A :class:`RunFault`, or another package's exception that says it is one: a class attribute
+    ``reported_whole`` (unity_bridge's player errors; it imports nothing from envsdk)."""
+    return bool(getattr(type(err), "reported_whole", False))
+
+
+def as_user_error(err: BaseException) -> UserError | None:
+    """``err`` as a :class:`UserError` when it is one, or another package's exception that says it
+    is a user's mistake: a class attribute ``user_mistake``, with ``message`` and ``hint``."""
+    if isinstance(err, UserError):
+        return err
+    if getattr(type(err), "user_mistake", False):
+        return UserError(str(getattr(err, "message", err)), getattr(err, "hint", None))
+    return None
+
 
 def root_cause(err: BaseException) -> BaseException:
     """The error to report from a chain (RLlib re-raises env errors as a bare ``RuntimeError
-    from e``): the first :class:`RunFault` in it, else the first error of the chain."""
-    while not isinstance(err, RunFault):
+    from e``): the first one reported whole (:class:`RunFault`), else the first of the chain."""
+    while not _reported_whole(err):
         following = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
         if following is None:
             break
@@ -62,10 +80,11 @@ def run_cli(main: Callable[[list[str]], int | None], argv: list[str] | None = No
     debug = "--debug" in argv
     try:
         return int(main(argv) or 0)
-    except UserError as err:
-        if debug:
+    except Exception as err:
+        user = as_user_error(err)
+        if user is None or debug:
             raise
-        print(f"error: {err}", file=sys.stderr)
+        print(f"error: {user}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -5,7 +5,7 @@ assumption on the installed versions, so an upgrade that breaks one fails
 there by name, not somewhere inside a training run.  The versions these were
 checked against are pinned in ``pyproject.toml`` (``ray[rllib,tune]``,
 ``torch``); to try a newer Ray, change the pin and run
-``pytest tests/test_internals.py`` first (README: "Trying a newer Ray").
+``pytest tests/test_internals.py`` first (docs/development.md: "Trying a newer Ray").
 
 Private *methods* that our classes override live with those classes; their
 names are listed in :data:`OVERRIDDEN` so that the test checks them too.
@@ -63,8 +63,8 @@ def without_object_store() -> Iterator[None]:
     RLlib's ``EnvRunnerGroup`` puts its config (when built) and the weights
     (at every ``sync_weights``) into Ray's object store for remote env runners
     to fetch, even when there are none; the first such ``ray.put`` would
-    start a whole local Ray (GCS, raylet, agents: about 4 s of a short run
-    on 2 cores, start and shut-down).  Inside this block, while Ray is not
+    start a whole local Ray (GCS, raylet, agents: most of a short run's
+    start and shut-down; benchmarks/phases.py).  Inside this block, while Ray is not
     running, ``ray.put`` hands the value back as is.  Nothing resolves it:
     a run trained this way has no remote env runner.  Any other Ray call
     starts Ray as usual, and from then on ``ray.put`` is Ray's own again.
@@ -102,6 +102,68 @@ def env_to_module_connector(config: Any) -> Any:
     rollout.py swaps the observation filter's for its frozen, raw-keeping form.
     """
     return config._env_to_module_connector
+
+
+def module_is_stateful(algo: Any) -> bool:
+    """Whether an Algorithm's module is recurrent (kept privately by DQN and SAC's setup), which
+    rules out transition replay (envsdk.training.off_policy)."""
+    return bool(getattr(algo, "_module_is_stateful", False))
+
+
+def sample_episodes_with_metrics(worker_set: Any, sample_timeout_s: float | None) -> tuple[Any, Any]:
+    """RLlib's ``synchronous_parallel_sample`` as DQN's and SAC's training steps call it: episodes
+    from the new env runners, with their metrics (both through private arguments)."""
+    from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+
+    sampled: Any = synchronous_parallel_sample(
+        worker_set=worker_set,
+        concat=True,
+        sample_timeout_s=sample_timeout_s,
+        _uses_new_env_runners=True,
+        _return_metrics=True,
+    )
+    return sampled[0], sampled[1]
+
+
+def catalog_model_config(catalog: Any) -> dict[str, Any]:
+    """A Catalog's model config dict (kept privately), read by our SAC catalog's Q encoder."""
+    return dict(catalog._model_config_dict)
+
+
+def sub_env_observations(vector_env: Any) -> list[Any] | None:
+    """gymnasium's SyncVectorEnv's per-sub-env observations before it stacks them (kept privately;
+    None for other vector envs): the env guard finds which sub-env's observation could not stack."""
+    parts = getattr(vector_env, "_env_obs", None)
+    return list(parts) if parts is not None else None
+
+
+def registered_env_creator(name: str) -> Any:
+    """The creator Tune's registry holds for an env name (read only by tests)."""
+    from ray.tune.registry import ENV_CREATOR, _global_registry
+
+    return _global_registry.get(ENV_CREATOR, name)
+
+
+def ray_temp_dir(path: str | None) -> dict[str, Any]:
+    """``ray.init``'s keyword for a local Ray's temp folder (a private argument)."""
+    return {"_temp_dir": path}
+
+
+def local_learner(learner_group: Any) -> Any:
+    """A local LearnerGroup's Learner (kept privately); tests and benchmarks read its module."""
+    return learner_group._learner
+
+
+def learner_batch(learner: Any, batch: Any) -> Any:
+    """A MultiAgentBatch in a Learner's tensors, as its update converts it (a private method)."""
+    return learner._convert_batch_type(batch)
+
+
+# Imported on first use during training: torch._dynamo by the first torch optimizer (seconds),
+# tensorboardX by the result log, matplotlib by the reward plot.  train.py imports them while Ray
+# starts its processes (the main thread mostly waits then); tests import torch._dynamo first
+# (torch's lazy import of it can find torch.ops.prims half-registered once other modules are in).
+PRELOAD = ("torch._dynamo", "tensorboardX", "matplotlib.figure", "matplotlib.backends.backend_agg")
 
 
 def runner_module_to_env(env_runner: Any) -> Any:
@@ -150,7 +212,7 @@ def update_without_reduce(learner_group: Any, **kwargs: Any) -> None:
     """One ``LearnerGroup.update`` whose metrics the local learner keeps for the next update to reduce.
 
     ``Learner.update(_no_metrics_reduce=True)`` logs as usual and skips the ``metrics.reduce()``
-    that costs a SAC update on Pendulum ~1 ms of its ~7; the next plain update reduces both
+    that costs a share of every SAC update (benchmarks/replay.py); the next plain update reduces both
     (sums add up, window-1 values keep the last).  Local learner groups only: remote learners'
     sharding does not take the flag.
     """
@@ -243,10 +305,10 @@ def connectors_find_their_caller_cheaply() -> None:
 
     RLlib 2.60's ``ConnectorV2.__init__`` records a subclass's constructor arguments (for
     checkpoints) from ``inspect.stack()[1].frame``.  ``inspect.stack()`` reads the source lines of
-    every frame on the stack, to be thrown away: about 16 ms a connector piece, 0.2 s of a short PPO
-    run's start (13 pieces), in every process that builds connectors.  The module's ``inspect`` is
+    every frame on the stack, to be thrown away, for each connector piece, in every process that
+    builds connectors (benchmarks/speedups.py, ``connector-frames``).  The module's ``inspect`` is
     swapped for one whose ``stack()`` gives the same frames, names and line numbers without source
-    context; everything else is ``inspect``'s own.  Idempotent; installed when envsdk is imported.
+    context; everything else is ``inspect``'s own.  Idempotent; :mod:`envsdk.speedups` installs it.
     """
     from ray.rllib.connectors import connector_v2
 
@@ -274,12 +336,12 @@ def polyak_updates_in_place() -> None:
     """Make RLlib's target-network update (DQN, SAC, APPO) blend the weights in place.
 
     ``ray.rllib.utils.torch_utils.update_target_network`` builds both networks'
-    state dicts, a third from them, and loads it back: about 1 ms of SAC's
-    8 ms update on a small CPU, paid at every update with SAC's default
-    ``tau``.  The replacement blends each weight of the target network in
-    place (``lerp_``), the same formula.  RLlib looks the function up in that
+    state dicts, a third from them, and loads it back, at every update with
+    SAC's default ``tau`` (benchmarks/speedups.py, ``polyak-in-place``).  The
+    replacement blends each weight of the target network in place (``lerp_``),
+    the same formula.  RLlib looks the function up in that
     module at every call (``ray.rllib.core.learner.utils``), so swapping it
-    there reaches every learner.  Idempotent; installed when envsdk is imported.
+    there reaches every learner.  Idempotent; :mod:`envsdk.speedups` installs it.
     """
     global _RLLIB_POLYAK
     from ray.rllib.utils import torch_utils
@@ -287,47 +349,6 @@ def polyak_updates_in_place() -> None:
     if torch_utils.update_target_network is not _polyak_in_place:
         _RLLIB_POLYAK = torch_utils.update_target_network
         torch_utils.update_target_network = _polyak_in_place
-
-
-def _may_hold_a_box(space: Any) -> bool:
-    """Whether RLlib's unsquash/clip could act on an action space: unless every leaf is discrete.
-
-    The leaves are those ``NormalizeAndClipActions`` maps over (``get_base_struct_from_space``
-    opens ``Dict`` and ``Tuple``); any leaf that is not discrete keeps RLlib's path.
-    """
-    import gymnasium as gym
-    import tree
-    from ray.rllib.utils.spaces.space_utils import get_base_struct_from_space
-
-    discrete = (gym.spaces.Discrete, gym.spaces.MultiDiscrete, gym.spaces.MultiBinary)
-    return not all(isinstance(leaf, discrete) for leaf in tree.flatten(get_base_struct_from_space(space)))
-
-
-def discrete_actions_skip_unsquashing() -> None:
-    """Let RLlib's ``NormalizeAndClipActions`` pass a batch through when no action can change.
-
-    The connector piece copies every action into an ``actions_for_env`` column and maps
-    ``unsquash_action`` (or ``clip_action``) over it item by item, at every env step; both
-    change ``Box`` leaves only.  With discrete actions that is about a quarter of CartPole's
-    sampling time (32 envs: 1.1 ms of 4.4 ms a step) for a copy equal to the actions.  Without
-    the column, both env runners send ``actions`` to the env (tests/test_internals.py checks
-    both).  Action spaces with any ``Box`` leaf, or of other kinds, keep RLlib's path.
-    Idempotent; installed when envsdk is imported.
-    """
-    from ray.rllib.connectors.module_to_env.normalize_and_clip_actions import NormalizeAndClipActions
-
-    original = NormalizeAndClipActions.__call__
-    if getattr(original, "skips_discrete", False):
-        return
-
-    @functools.wraps(original)
-    def call(self: Any, *, batch: Any, **kwargs: Any) -> Any:
-        if self.action_space is not None and not _may_hold_a_box(self.action_space):
-            return batch
-        return original(self, batch=batch, **kwargs)
-
-    call.skips_discrete = True  # type: ignore[attr-defined]
-    NormalizeAndClipActions.__call__ = call  # type: ignore[method-assign]
 
 
 def _fused_on_cpu(optimizer: Any) -> Any:
@@ -351,17 +372,24 @@ def _fused_on_cpu(optimizer: Any) -> Any:
     return torch.optim.Adam(groups, **{**defaults, "fused": True, "foreach": None})
 
 
+def _builds_defaults(learner_class: type) -> bool:
+    """Whether a learner's optimizers come from RLlib's (or envsdk's) own
+    ``configure_optimizers_for_module``, not a user's."""
+    builder = getattr(learner_class, "configure_optimizers_for_module", None)
+    return str(getattr(builder, "__module__", "")).startswith(("ray.rllib.", "envsdk."))
+
+
 def optimizers_fused_on_cpu() -> None:
     """Let every RLlib learner step torch's fused Adam where it registers a default one on CPU.
 
     RLlib's learners build ``torch.optim.Adam`` with torch's defaults, which on CPU is the
-    per-tensor Python loop: 0.27 ms a step for PPO's two 64x64 networks on this machine against
-    0.06 ms fused, paid at every minibatch update (SAC registers four optimizers, PPO one).  The
+    per-tensor Python loop, several times slower than the fused kernel for small networks, at
+    every minibatch update (benchmarks/speedups.py, ``fused-adam``; SAC registers four).  The
     fused kernel computes the same update (tests/test_internals.py compares them).  An optimizer
     that states ``fused`` or ``foreach``, any other class, and weights on a GPU are left as they
-    are.  Wraps ``Learner.register_optimizer``, which every learner's
-    ``configure_optimizers_for_module`` calls, users' own included.  Idempotent; installed when
-    envsdk is imported.
+    are, and so are the optimizers of a learner whose ``configure_optimizers_for_module`` is a
+    user's.  Wraps ``Learner.register_optimizer``, which every learner's
+    ``configure_optimizers_for_module`` calls.  Idempotent; :mod:`envsdk.speedups` installs it.
     """
     from ray.rllib.core.learner.learner import Learner
 
@@ -371,7 +399,7 @@ def optimizers_fused_on_cpu() -> None:
 
     @functools.wraps(original)
     def register_optimizer(self: Any, *, optimizer: Any, **kwargs: Any) -> None:
-        if self.framework == "torch":
+        if self.framework == "torch" and _builds_defaults(type(self)):
             optimizer = _fused_on_cpu(optimizer)
         original(self, optimizer=optimizer, **kwargs)
 
@@ -407,8 +435,8 @@ def release_utilization_monitor(trainable: Any) -> None:
 
     ``Trainable.__init__`` starts a ``UtilMonitor`` (``log_sys_usage``, on in RLlib's configs): a
     daemon thread that reads CPU and memory every 0.7 s for the ``perf/`` metrics and sleeps in
-    between.  ``Trainable.stop`` joins it, which waits out the sleep: up to 0.7 s (all of
-    ``algo.stop()`` for a trial in this process).  Once no result is wanted, the thread is told to
+    between.  ``Trainable.stop`` joins it, which waits out the sleep (most of ``algo.stop()``
+    for a trial in this process).  Once no result is wanted, the thread is told to
     stop and the trainable gets a monitor that never started; the daemon thread ends when its sleep
     does, and the process may exit before that.
     """

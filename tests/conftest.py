@@ -25,10 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ["RAY_AUTH_MODE"] = "disabled"
 # torch's lazy import of torch._dynamo (from an optimizer, in tests that build a policy in this
 # process) can find torch.ops.prims half-registered once other torch modules are in; import it first.
-import torch
-import torch._dynamo
+import importlib
 
+import torch
+
+from envsdk import internals
 from tests.helpers import PLAYERS, ROOT, end_processes_mentioning, free_port, run_train
+
+importlib.import_module(internals.PRELOAD[0])
 
 # Tests that build and train an Algorithm in this process get one torch thread, as train.py's
 # in-process trial of one CPU does (training/in_process.py): two cores are shared with Ray's workers.

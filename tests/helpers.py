@@ -54,13 +54,25 @@ def end_processes_mentioning(text: str) -> None:
 
 
 def run_train(args: list[str], cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    """train.py in a process group of its own, ended whole if the test stops waiting for it (this
+    ``timeout``, which must be shorter than pytest-timeout's, or the test's own time-out)."""
+    return run_group([sys.executable, str(ROOT / "train.py"), *args], cwd=cwd, timeout=timeout)
+
+
+def run_group(command: list[str], cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``subprocess.run`` in a new session; on a time-out, or any exception while waiting
+    (pytest-timeout's included), SIGKILL the whole group: Ray's processes and players too."""
+    proc = subprocess.Popen(
+        command, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
     )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except BaseException:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(command, proc.returncode, stdout, stderr)
 
 
 def train_experiments(
@@ -73,7 +85,7 @@ def train_experiments(
     out = run_train(
         ["-f", "experiments.yaml", "--ray-address", ray_address, "--local-dir", str(results)],
         cwd=folder,
-        timeout=900,
+        timeout=570,  # under pytest-timeout's 600 s
     )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     return out, results
@@ -147,7 +159,7 @@ def export_and_check_brains(checkpoint: Path, out: Path, target: str = "sentis")
 
     import numpy as np
 
-    from unity_bridge.brain import MASKS, BrainSpec, check_brain
+    from envsdk.evaluation.unity_brain import MASKS, BrainSpec, check_brain
     from unity_bridge.settings import to_unity_range
     from unity_bridge.targets import TARGETS
 

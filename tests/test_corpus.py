@@ -1,4 +1,4 @@
-"""Experiment files as users have them: each trains unchanged, or is refused for a reason the README lists.
+"""Experiment files as users have them: each trains unchanged, or is refused for a reason docs/yaml.md lists.
 
 ``tests/corpus/`` holds files in the style of RLlib's ``rllib/tuned_examples/``
 from Ray 0.8 to 2.x (``tests/corpus/SOURCES.md`` names the file each one
@@ -7,7 +7,7 @@ follows).  Every file either
 * trains for 2 iterations with env steps sampled in each of its trials
   (all such files run in one ``train.py`` with several ``-f``), or
 * exits with status 2 before Ray starts, with an ``error:`` line that carries
-  one of the phrases of the README's "What cannot run" table.
+  one of the phrases of docs/yaml.md's "What cannot run" table.
 
 Which of the two is fixed per file in :data:`REFUSED`, so a file that trains
 today cannot slip into a refusal unnoticed.  ``ENVSDK_CORPUS=/a/folder`` adds
@@ -29,7 +29,7 @@ import yaml
 from tests.helpers import ROOT, progress_rows, run_train
 
 CORPUS = ROOT / "tests" / "corpus"
-# file -> the README phrase its refusal must carry
+# file -> the docs/yaml.md phrase its refusal must carry
 REFUSED = {
     "cartpole-a2c.yaml": "was removed from RLlib",
     "cartpole-apex.yaml": "was removed from RLlib",
@@ -50,8 +50,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def readme_reasons() -> list[str]:
-    """The phrases (first backticked cell) of the README's "What cannot run" table."""
-    text = (ROOT / "README.md").read_text()
+    """The phrases (first backticked cell) of docs/yaml.md's "What cannot run" table."""
+    text = (ROOT / "docs" / "yaml.md").read_text()
     section = text.split("### What cannot run", 1)[1].split("\n#", 1)[0]
     return re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)
 

@@ -441,7 +441,7 @@ FAULTS = {
     "nan": "ObservationFault: env 'faulty_env.Faulty' ({where}) returned a non-finite observation: obs[2]",
     "shape": "ObservationFault: env 'faulty_env.Faulty' ({where}) returned an observation of shape (5,)",
     "stall": "EnvStalled: env 'faulty_env.Faulty' ({where}) has not returned from step() for",
-    "huge-reward": "PolicyDiverged: policy 'default_policy' diverged at iteration 1: vf_loss=inf",
+    "huge-reward": "PolicyDiverged: policy 'default_policy' diverged at iteration 1: total_loss=inf",
 }
 PLACES = {"local": 0, "remote": 1, "cluster": 1}
 

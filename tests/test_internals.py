@@ -10,6 +10,7 @@ import contextlib
 import functools
 import importlib
 import inspect
+import json
 import os
 import pickle
 import subprocess
@@ -386,20 +387,17 @@ DISCRETE_ACTION_SPACES = {
 
 
 @pytest.mark.parametrize("name", sorted(DISCRETE_ACTION_SPACES))
-def test_rllib_unsquashes_and_clips_nothing_but_boxes(name):
+def test_rllib_copies_no_actions_when_it_neither_normalizes_nor_clips(name):
+    """What build_config's normalize_actions/clip_actions: false for discrete actions relies on."""
     import gymnasium as gym
-    from ray.rllib.utils.spaces.space_utils import clip_action, get_base_struct_from_space, unsquash_action
+    from ray.rllib.connectors.module_to_env.normalize_and_clip_actions import NormalizeAndClipActions
+    from ray.rllib.core.columns import Columns
 
     space = DISCRETE_ACTION_SPACES[name](gym)
-    space.seed(0)
-    struct = get_base_struct_from_space(space)
-    for _ in range(20):
-        action = space.sample()
-        for changed in (unsquash_action(action, struct), clip_action(action, struct)):
-            assert repr(changed) == repr(action)
-    assert not internals._may_hold_a_box(space)
-    # A leaf of another kind keeps RLlib's path, whatever RLlib then does with it.
-    assert internals._may_hold_a_box(gym.spaces.Sequence(gym.spaces.Box(-1.0, 1.0, (2,))))
+    piece = NormalizeAndClipActions(None, space, normalize_actions=False, clip_actions=False)
+    batch = {Columns.ACTIONS: {("env-0", None, "m"): [space.sample()]}}
+    out = piece(rl_module=None, batch=batch, episodes=[])
+    assert Columns.ACTIONS_FOR_ENV not in out and out[Columns.ACTIONS] is batch[Columns.ACTIONS]
 
 
 def test_env_runners_send_the_actions_when_no_connector_made_actions_for_env():
@@ -407,37 +405,6 @@ def test_env_runners_send_the_actions_when_no_connector_made_actions_for_env():
 
     for module in (single_agent_env_runner, multi_agent_env_runner):
         assert "to_env.pop(Columns.ACTIONS_FOR_ENV, actions)" in inspect.getsource(module)
-
-
-@pytest.mark.parametrize("name", [*sorted(DISCRETE_ACTION_SPACES), "box", "box-in-dict", "multi-agent"])
-def test_discrete_actions_pass_normalize_and_clip_unchanged(name):
-    import gymnasium as gym
-    import numpy as np
-    from ray.rllib.connectors.module_to_env.normalize_and_clip_actions import NormalizeAndClipActions
-    from ray.rllib.core.columns import Columns
-
-    box = gym.spaces.Box(-2.0, 2.0, (2,), np.float32)
-    spaces = {
-        **DISCRETE_ACTION_SPACES,
-        "box": lambda g: box,
-        "box-in-dict": lambda g: g.spaces.Dict({"a": g.spaces.Discrete(2), "b": box}),
-        "multi-agent": lambda g: g.spaces.Dict({"agent_0": g.spaces.Discrete(2), "agent_1": box}),
-    }
-    space = spaces[name](gym)
-    internals.discrete_actions_skip_unsquashing()
-    internals.discrete_actions_skip_unsquashing()  # idempotent
-    piece = NormalizeAndClipActions(None, space, normalize_actions=True, clip_actions=False)
-    agent = "agent_1" if name == "multi-agent" else None
-    action = np.ones(2, np.float32) if name in ("box", "multi-agent") else space.sample()
-    batch = {Columns.ACTIONS: {("env-0", agent, "m"): [action]}}
-    out = piece(rl_module=None, batch=batch, episodes=[])
-    if internals._may_hold_a_box(space):
-        assert Columns.ACTIONS_FOR_ENV in out  # RLlib's path: unsquashed copies
-        if name in ("box", "multi-agent"):
-            sent = out[Columns.ACTIONS_FOR_ENV][("env-0", agent, "m")][0]
-            np.testing.assert_allclose(sent, [2.0, 2.0])  # +1 unsquashes to the top of [-2, 2]
-    else:
-        assert Columns.ACTIONS_FOR_ENV not in out and out[Columns.ACTIONS] is batch[Columns.ACTIONS]
 
 
 def test_every_learner_registers_its_optimizers_through_register_optimizer():
@@ -567,18 +534,64 @@ def test_a_learner_update_without_reduce_leaves_its_metrics_to_the_next(tmp_path
         assert result[ALL_MODULES]["num_env_steps_trained"].peek() == 32  # both updates' 16 steps
 
 
-@pytest.mark.parametrize("collecting", [True, False])
-def test_importing_envsdk_leaves_the_collector_as_it_was_with_the_import_frozen(collecting):
+PATCHED = {  # what envsdk.speedups replaces: module, attribute
+    "connector-frames": ("ray.rllib.connectors.connector_v2", "inspect"),
+    "polyak-in-place": ("ray.rllib.utils.torch_utils", "update_target_network"),
+    "fused-adam": ("ray.rllib.core.learner.learner", "Learner.register_optimizer"),
+}
+
+PROBE = """
+import gc, importlib, json, os, sys
+def get(module, path):
+    value = importlib.import_module(module)
+    for part in path.split("."):
+        value = getattr(value, part)
+    return value
+patched = json.loads(sys.argv[1])
+import ray.rllib.connectors.connector_v2, ray.rllib.utils.torch_utils, ray.rllib.core.learner.learner
+before = {name: get(*where) for name, where in patched.items()}
+freeze = gc.get_freeze_count()
+import envsdk
+from envsdk import Env, register
+import envsdk.envs.base, envsdk.training.algorithm_config
+same = {name: get(*where) is before[name] for name, where in patched.items()}
+print(json.dumps({"same": same, "gc": [gc.isenabled(), gc.get_freeze_count() == freeze]}))
+from envsdk import speedups
+speedups.install()
+print(json.dumps({name: get(*where) is before[name] for name, where in patched.items()}))
+"""
+
+
+@pytest.mark.parametrize("off", ["", "1", "fused-adam"])
+def test_importing_envsdk_changes_nothing_and_install_changes_what_is_asked(off):
+    from envsdk import speedups
+
+    assert set(PATCHED) == set(speedups.SPEEDUPS)
+    env = {**os.environ, "ENVSDK_NO_PATCHES": off}
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(PATCHED)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    imported, installed = (json.loads(line) for line in out.stdout.splitlines()[-2:])
+    assert all(imported["same"].values()) and imported["gc"] == [True, True]
+    skipped = set(speedups.SPEEDUPS) if off == "1" else {off} - {""}
+    assert {name for name, same in installed.items() if same} == skipped
+
+
+def test_rollout_and_train_import_rllib_untracked_and_frozen():
     code = (
         "import gc\n"
-        f"{'' if collecting else 'gc.disable()'}\n"
-        "import envsdk\n"
+        "from envsdk.speedups import untracked_imports\n"
+        "with untracked_imports():\n"
+        "    import envsdk.training.algorithm_config\n"
         "print(gc.isenabled(), gc.get_freeze_count())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     enabled, frozen = out.stdout.split()
-    assert enabled == str(collecting)
-    assert int(frozen) > 100_000  # RLlib's, torch's and Ray's objects
+    assert enabled == "True" and int(frozen) > 100_000  # RLlib's, torch's and Ray's objects
 
 
 def _int_agent_episodes():
@@ -656,3 +669,35 @@ def test_runners_step_their_env_through_its_instance_methods_and_sample_after_ge
         assert isinstance(pipeline.connectors[0], GetActions)
     finally:
         runner.stop()
+
+
+def test_private_names_that_off_policy_sac_and_the_guard_read_exist():
+    """module_is_stateful, sample_episodes_with_metrics, catalog_model_config, sub_env_observations,
+    ray_temp_dir, registered_env_creator, local_learner, learner_batch and PRELOAD, on 2.60."""
+    import gymnasium as gym
+    import numpy as np
+    from ray.rllib.algorithms.dqn.dqn import DQN
+    from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
+    from ray.rllib.core.learner.learner import Learner
+    from ray.rllib.core.learner.learner_group import LearnerGroup
+    from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
+    from ray.tune.registry import register_env
+
+    assert "self._module_is_stateful" in inspect.getsource(inspect.getmodule(DQN))
+    params = inspect.signature(synchronous_parallel_sample).parameters
+    assert {"_uses_new_env_runners", "_return_metrics"} <= set(params)
+    box = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    catalog = SACCatalog(box, box, {"fcnet_hiddens": [8]})
+    assert internals.catalog_model_config(catalog)["fcnet_hiddens"] == [8]
+    vec = gym.vector.SyncVectorEnv([lambda: gym.make("CartPole-v1")] * 2)
+    vec.reset(seed=0)
+    parts = internals.sub_env_observations(vec)
+    assert parts is not None and len(parts) == 2 and parts[0].shape == (4,)
+    assert "_temp_dir" in inspect.getsource(ray.init)  # taken from **kwargs
+    assert set(internals.ray_temp_dir("/x")) == {"_temp_dir"}
+    register_env("envsdk-internals-probe", lambda cfg: gym.make("CartPole-v1"))
+    assert internals.registered_env_creator("envsdk-internals-probe")({}).spec.id == "CartPole-v1"
+    assert "_learner" in inspect.getsource(LearnerGroup.__init__)
+    assert callable(Learner._convert_batch_type)
+    for name in internals.PRELOAD:
+        importlib.import_module(name)

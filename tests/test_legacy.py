@@ -7,6 +7,7 @@ import re
 import gymnasium as gym
 import pytest
 
+from envsdk import internals
 from envsdk.cli.train import main
 from envsdk.config import legacy
 from envsdk.config.experiment import load_experiments
@@ -81,10 +82,8 @@ def test_retired_env_id_trains_under_its_current_name(tmp_path, capsys):
 def test_horizon_is_a_time_limit_and_soft_horizon_is_dropped(tmp_path, capsys):
     text = experiment("PPO", "Pendulum-v1", "horizon: 20\nsoft_horizon: true\nno_done_at_end: true")
     _, cfg, notices = build(tmp_path, text, capsys)
-    from ray.tune.registry import ENV_CREATOR, _global_registry
-
     assert cfg.env != "Pendulum-v1"  # our creator with the time limit, registered under its own name
-    made = _global_registry.get(ENV_CREATOR, cfg.env)(cfg.env_config)
+    made = internals.registered_env_creator(cfg.env)(cfg.env_config)
     made.reset(seed=0)
     ends = [made.step(made.action_space.sample())[3] for _ in range(20)]  # Pendulum's own limit is 200
     assert ends == [False] * 19 + [True]
@@ -154,7 +153,7 @@ def test_mean_std_filter_is_a_connector(tmp_path, capsys):
     _, cfg, notices = build(
         tmp_path, experiment("PPO", "CartPole-v1", "observation_filter: MeanStdFilter"), capsys
     )
-    made = cfg._env_to_module_connector
+    made = internals.env_to_module_connector(cfg)
     assert isinstance(made, functools.partial) and made.func is mean_std_filter
     assert any("observation_filter: MeanStdFilter" in n for n in notices)
 
@@ -189,7 +188,9 @@ def test_legacy_table_lists_every_translation():
         assert f"`{key}`" in table or f"`run: {key}`" in table, key
     from tests.helpers import ROOT
 
-    assert table.strip() in (ROOT / "README.md").read_text(), "README's table: python -m envsdk legacy-table"
+    assert table.strip() in (ROOT / "docs" / "yaml.md").read_text(), (
+        "docs/yaml.md's table: python -m envsdk legacy-table"
+    )
 
 
 # ---- Ray 1.x ModelV2 `model:` options -------------------------------------------------------

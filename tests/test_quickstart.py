@@ -34,7 +34,7 @@ def test_the_block_is_one_of_the_runs_it_summarises():
 def test_make_train_lands_in_the_documented_spread(tmp_path):
     """``make train``'s command, as shipped and unseeded: its env steps to solve."""
     _, (low, high) = _documented()
-    out = run_train(["-f", "configs/cartpole-ppo.yaml", "--local-dir", str(tmp_path)], timeout=600)
+    out = run_train(["-f", "configs/cartpole-ppo.yaml", "--local-dir", str(tmp_path)], timeout=570)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     done = DONE.search(out.stdout)
     assert done, out.stdout[-2000:]

@@ -29,10 +29,10 @@ def _learner_and_batch(algo: Any, size: int = 16) -> tuple[Any, Any]:
     """The algorithm's learner and one replayed batch in its tensors."""
     replay = TransitionReplayBuffer(100, seed=0)
     replay.add(algo.env_runner.sample(num_timesteps=40, random_actions=True))
-    learner = algo.learner_group._learner
+    learner = internals.local_learner(algo.learner_group)
     columns = replay.sample(size)
-    batch = learner._convert_batch_type(
-        MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=size)
+    batch = internals.learner_batch(
+        learner, MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(columns)}, env_steps=size)
     )
     return learner, batch.policy_batches
 
@@ -61,7 +61,7 @@ def test_concat_q_networks_read_observation_and_action_through_one_mlp(tmp_path,
     with internals.without_object_store():
         algo = built_algorithm(tmp_path, "SAC", obs, "box", False, **CONCAT)
         try:
-            module = algo.learner_group._learner.module[DEFAULT_MODULE_ID]
+            module = internals.local_learner(algo.learner_group).module[DEFAULT_MODULE_ID]
             for name in ("qf_encoder", "qf_twin_encoder", "target_qf_encoder", "target_qf_twin_encoder"):
                 encoder = getattr(module, name)
                 assert isinstance(encoder, TorchObsActionEncoder), name
@@ -92,7 +92,9 @@ def test_concat_changes_only_the_q_networks(tmp_path):
         )
         concat = built_algorithm(tmp_path, "SAC", "box", "box", False, **CONCAT)
         try:
-            a, b = (x.learner_group._learner.module[DEFAULT_MODULE_ID] for x in (streams, concat))
+            a, b = (
+                internals.local_learner(x.learner_group).module[DEFAULT_MODULE_ID] for x in (streams, concat)
+            )
             assert _policy_shapes(a) == _policy_shapes(b)
             count = lambda net: sum(isinstance(m, torch.nn.Linear) for m in net.modules())  # noqa: E731
             assert count(b.qf_encoder) == 2 < count(a.qf_encoder)
@@ -155,7 +157,8 @@ def test_streams_is_rllibs_default_critic(tmp_path):
         algo = built_algorithm(tmp_path, "SAC", "dict", "box", False, model_config={"q_network": "streams"})
         try:
             assert isinstance(
-                algo.learner_group._learner.module[DEFAULT_MODULE_ID].qf_encoder, TorchMultiStreamEncoder
+                internals.local_learner(algo.learner_group).module[DEFAULT_MODULE_ID].qf_encoder,
+                TorchMultiStreamEncoder,
             )
         finally:
             algo.stop()

@@ -124,7 +124,7 @@ def _rollout(checkpoint: Path, *args: str) -> subprocess.CompletedProcess:
 @pytest.mark.slow
 def test_cycles_elo_rises_and_the_policy_beats_random_play(train, tmp_path):
     # 24 iterations of 2,000 steps: about a minute here.
-    out = train("-f", CYCLES, "--stop-iters", "24", "--seed", "0", timeout=600)
+    out = train("-f", CYCLES, "--stop-iters", "24", "--seed", "0", timeout=570)
     assert out.returncode == 0
     (trial,) = trial_dirs(train.results)
     rows = progress_rows(trial)
@@ -209,7 +209,7 @@ def test_dodgeball_snapshots_swaps_team_changes_and_a_frozen_opponent(train, tmp
         "-f", "configs/unity-dodgeball-selfplay.yaml", "--stop-iters", "6", "--checkpoint-freq", "1",
         "--keep-checkpoints-num", "10",
         f"--config.env_config.log_folder={tmp_path / 'logs'}", f"--config.self_play={json.dumps(settings)}",
-        timeout=600,
+        timeout=570,
     )  # fmt: skip
     assert out.returncode == 0
     (trial,) = trial_dirs(train.results)

@@ -403,7 +403,7 @@ def test_seed_tutorial_basic_env_learns(train, tmp_path):
     seed = ROOT / "tests" / "seeds" / "basic_env"
     for path in seed.iterdir():
         shutil.copy(path, tmp_path / path.name)
-    out = train("-f", str(tmp_path / "custom_env.yaml"), cwd=tmp_path, timeout=600)
+    out = train("-f", str(tmp_path / "custom_env.yaml"), cwd=tmp_path, timeout=570)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "imports gym, which is not installed" in out.stderr or "gym" in sys.modules
     assert "model default_policy: Discrete(2) one-hot" in out.stdout

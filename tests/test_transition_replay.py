@@ -252,13 +252,13 @@ def test_the_learner_gets_the_columns_rllibs_episode_path_gives_it(tmp_path, cas
             ours.add(episodes)
             theirs = EpisodeReplayBuffer(capacity=100)
             theirs.add(episodes)
-            learner = algo.learner_group._learner
+            learner = internals.local_learner(algo.learner_group)
             sampled = theirs.sample(num_items=16, n_step=1, gamma=0.99, sample_episodes=True)
             rllib_batch = internals.learner_connector(learner)(
                 rl_module=learner.module, batch={}, episodes=sampled, shared_data={}, metrics=None
             )[DEFAULT_MODULE_ID]
-            our_batch = learner._convert_batch_type(
-                MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(ours.sample(16))}, env_steps=16)
+            our_batch = internals.learner_batch(
+                learner, MultiAgentBatch({DEFAULT_MODULE_ID: SampleBatch(ours.sample(16))}, env_steps=16)
             ).policy_batches[DEFAULT_MODULE_ID]
             described = {
                 k: tree.map_structure(lambda t: (t.dtype, tuple(t.shape)), rllib_batch[k])
@@ -395,13 +395,14 @@ def test_several_modules_get_the_columns_rllibs_multi_agent_path_gives_them(run,
             ours.add(episodes)
             theirs = MultiAgentEpisodeReplayBuffer(capacity=100)
             theirs.add(episodes)
-            learner = algo.learner_group._learner
+            learner = internals.local_learner(algo.learner_group)
             sampled = theirs.sample(num_items=16, n_step=1, gamma=0.99)
             rllib_batch = internals.learner_connector(learner)(
                 rl_module=learner.module, batch={}, episodes=sampled, shared_data={}, metrics=None
             )
-            our_batch = learner._convert_batch_type(
-                MultiAgentBatch({m: SampleBatch(c) for m, c in ours.sample(16).items()}, env_steps=16)
+            our_batch = internals.learner_batch(
+                learner,
+                MultiAgentBatch({m: SampleBatch(c) for m, c in ours.sample(16).items()}, env_steps=16),
             ).policy_batches
             assert set(our_batch) == set(rllib_batch) == {"policy_x", "policy_y"}
             for module_id, theirs_module in rllib_batch.items():

@@ -15,13 +15,12 @@ import numpy as np
 import pytest
 
 from envsdk.envs.default_models.spaces import sample_allowed
-from envsdk.errors import UserError
+from envsdk.envs.unity.rllib_env import ALL, UnityEnv, UnityGymEnv, behavior_of
 from tests.helpers import PLAYERS, ROOT, needs_xvfb, player_pids
 from unity_bridge import observations, side_channels
 from unity_bridge.environment import Action, UnityEnvironment
-from unity_bridge.errors import LaunchError, PlayerError
+from unity_bridge.errors import LaunchError, PlayerError, SettingsError
 from unity_bridge.protocol import communicator_objects_pb2 as pb
-from unity_bridge.rllib_env import ALL, UnityEnv, UnityGymEnv, behavior_of
 from unity_bridge.settings import LaunchSettings
 from unity_bridge.standin.build import write_build
 
@@ -260,9 +259,9 @@ def test_no_file_name_waits_for_the_editor():
 
 
 def test_bad_env_config_is_a_user_error():
-    with pytest.raises(UserError, match=r"(?s)unknown Unity setting 'no_graphic'.*no_graphics"):
+    with pytest.raises(SettingsError, match=r"(?s)unknown Unity setting 'no_graphic'.*no_graphics"):
         LaunchSettings.from_config({"file_name": CHASE, "no_graphic": True})
-    with pytest.raises(UserError, match="timeout_wait must be a number"):
+    with pytest.raises(SettingsError, match="timeout_wait must be a number"):
         LaunchSettings.from_config({"timeout_wait": "soon"})
 
 
@@ -412,7 +411,7 @@ def test_continuous_actions_reach_the_game_within_its_range(tmp_path, setting, s
     """RLlib hands the env a Gaussian policy's unclipped sample; the game gets it in [-1, 1] by the
     chosen mapping (mlagents-learn's by default).  The stand-in exits (status 6) on any value outside,
     as a game that scales a force by its action would misbehave: a real counterpart, checking."""
-    from unity_bridge.rllib_env import to_action
+    from envsdk.envs.unity.rllib_env import to_action
 
     e = env(additional_args=["--actions", "continuous"], continuous_actions=setting, log_folder=str(tmp_path))
     try:
@@ -537,7 +536,7 @@ def test_player_and_xvfb_end_when_the_owner_is_killed(tmp_path):
     script = tmp_path / "owner.py"
     script.write_text(
         "import sys, time\n"
-        "from unity_bridge.rllib_env import UnityEnv\n"
+        "from envsdk.envs.unity.rllib_env import UnityEnv\n"
         f"e = UnityEnv({{'file_name': {CHASE!r}, 'virtual_display': 'on'}})\n"
         "print(e.game._player.pid, e.game._display.pid, flush=True)\n"
         "time.sleep(600)\n"

@@ -1,7 +1,7 @@
 """A running Unity game, seen through the protocol: behaviors, agent steps, actions.
 
 :class:`UnityEnvironment` owns one player process, its gRPC server and, when
-needed, its Xvfb.  It knows nothing about RLlib; ``unity_bridge.rllib_env``
+needed, its Xvfb.  It knows nothing about RLlib; ``envsdk.envs.unity.rllib_env``
 adapts it.  Typical use::
 
     game = UnityEnvironment(LaunchSettings(file_name="builds/Chase"))
@@ -15,13 +15,12 @@ adapts it.  Typical use::
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from envsdk.notices import notice
 from unity_bridge import observations, side_channels
 from unity_bridge.communicator import EDITOR_PORT, Communicator
 from unity_bridge.display import VirtualDisplay, child_environment, needs_virtual_display
@@ -106,8 +105,17 @@ def _agent_step(behavior: str, info: pb.AgentInfoProto, spec: BehaviorSpec) -> A
 class UnityEnvironment:
     """One player process, launched, handshaken and ready for ``reset``."""
 
-    def __init__(self, settings: LaunchSettings, *, worker_id: int = 0, search: Iterable[Path] = ()):
+    def __init__(
+        self,
+        settings: LaunchSettings,
+        *,
+        worker_id: int = 0,
+        search: Iterable[Path] = (),
+        notice: Callable[[str], None] = print,
+    ):
+        """``notice`` says one-line news (waiting for the Editor); envsdk passes its own."""
         self.settings = settings
+        self.notice = notice
         self.worker_id = worker_id
         self._search = [Path(p) for p in search]
         self.specs: dict[str, BehaviorSpec] = {}
@@ -136,7 +144,9 @@ class UnityEnvironment:
             display = self._display.name if self._display else s.display
             self.log_file = None
             if s.file_name is None:
-                notice(f"waiting {s.timeout_wait:g} s for the Unity Editor on port {self.port}: press Play")
+                self.notice(
+                    f"waiting {s.timeout_wait:g} s for the Unity Editor on port {self.port}: press Play"
+                )
                 self._handshake()
                 return
             if s.log_folder is not None:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from unity_bridge.errors import LaunchError
-from unity_bridge.standin.build import BUILDS as STANDIN_BUILDS
 
 SUFFIXES = (".app", ".exe", ".x86_64", ".x86")
 
@@ -43,10 +42,10 @@ def find_executable(file_name: str, search: list[Path]) -> Path:
                 )
             return candidate.resolve()
     looked = ", ".join(str(c) for c in dict.fromkeys(candidates))
-    if stem.name in STANDIN_BUILDS:  # one of this project's stand-in players, not written yet
-        fix = f"write the stand-in players first: python -m unity_bridge.standin build {stem.parent}"
-    else:
-        fix = "set env_config file_name to the built player (the .x86_64 file), relative to the YAML"
+    fix = (
+        "set env_config file_name to the built player (the .x86_64 file), relative to the YAML"
+        f" (this project's stand-in players: python -m unity_bridge.standin build {stem.parent})"
+    )
     raise LaunchError(f"Unity player '{file_name}' not found (looked for {looked})", fix)
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from envsdk.errors import UserError, did_you_mean
+from unity_bridge.errors import SettingsError
 from unity_bridge.player import find_executable
 
 PLAYER_PATH_ENV = "ENVSDK_PLAYER_PATH"  # more folders to look for players in
@@ -40,7 +41,7 @@ def to_unity_range(values: Any, mapping: str) -> Any:
 
 @dataclass(frozen=True)
 class LaunchSettings:
-    """How to start and drive one player (see the README's Unity section for each key)."""
+    """How to start and drive one player (see docs/unity.md for each key)."""
 
     file_name: str | None = None  # None: connect to the Unity Editor (port 5004), press Play
     no_graphics: bool = False
@@ -75,16 +76,16 @@ class LaunchSettings:
         values: dict[str, Any] = {}
         for key, value in dict(env_config).items():
             if key not in names:
-                raise UserError(
+                raise SettingsError(
                     f"env_config: unknown Unity setting '{key}'",
-                    did_you_mean(key, sorted(names)) or f"valid keys: {', '.join(sorted(names))}",
+                    _nearest(key, sorted(names)) or f"valid keys: {', '.join(sorted(names))}",
                 )
             values[key] = value
         try:
             settings = cls(**values, display=os.environ.get("DISPLAY"))
             settings._check()
         except (TypeError, ValueError) as err:
-            raise UserError(f"env_config: {err}", "see the Unity section of the README for each key") from err
+            raise SettingsError(f"env_config: {err}", "see docs/unity.md for each key") from err
         return settings
 
     def _check(self) -> None:
@@ -151,3 +152,9 @@ class LaunchSettings:
         if self.log_folder is not None and not Path(self.log_folder).expanduser().is_absolute():
             out["log_folder"] = str(Path(self.log_folder).expanduser().resolve())  # relative to the cwd
         return out
+
+
+def _nearest(name: str, names: list[str]) -> str:
+    """'did you mean ...?' for a misspelt setting, or nothing."""
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    return f"did you mean {', '.join(repr(n) for n in close)}?" if close else ""

@@ -15,6 +15,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from envsdk import speedups
 from envsdk.config.yamlio import parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice, quiet_rllib
@@ -233,9 +234,11 @@ def _place_videos(records: list, folder: Path) -> None:
 def main(argv: list[str], prog: str = "rollout.py") -> int:
     args = parser(prog).parse_args(argv)
     _check_args(args)
+    with speedups.untracked_imports():  # RLlib's import (torch, Ray, Tune), out of the collector's way
+        from envsdk.evaluation.restore import load
+        from envsdk.training.checkpoints import locate
+    speedups.install()
     quiet_rllib()
-    from envsdk.evaluation.restore import load
-    from envsdk.training.checkpoints import locate
 
     found = locate(args.checkpoint)
     print(f"checkpoint: {found.checkpoint} ({found.why})")
@@ -259,7 +262,7 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
         for pid, path in export(restored, Path(args.export_onnx).resolve()).items():
             print(f"onnx: {path} (policy {pid}; checked against torch with onnxruntime)")
     if args.export_unity:
-        from unity_bridge.brain import export_brains
+        from envsdk.evaluation.unity_brain import export_brains
 
         folder = Path(args.export_unity).resolve()
         target = TARGETS[args.unity_target]
@@ -288,15 +291,15 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
 
     staging = video_dir / ".staging" if video_dir else None
     spec = EvalSpec(
-        restored,
-        args.explore,
-        args.seed,
-        staging,
-        frames,
-        args.render,
-        workers,
-        args.num_gpus / workers if workers else 0.0,
-        opponent,
+        restored=restored,
+        explore=args.explore,
+        seed=args.seed,
+        video_dir=staging,
+        frames=frames,
+        render=args.render,
+        num_workers=workers,
+        num_gpus_per_worker=args.num_gpus / workers if workers else 0.0,
+        opponent=opponent,
     )
     episodes = None if args.steps else (args.episodes or 1)
     records = evaluate(spec, workers, episodes, args.steps, args.num_gpus)
@@ -335,7 +338,7 @@ def _probe_frames(restored: Any) -> tuple[str, tuple]:
     from envsdk.evaluation.evaluator import AGENT, EnvCreator, EvalSpec
     from envsdk.evaluation.recording import frame_source
 
-    env = EnvCreator(EvalSpec(restored), 0).make_plain(dict(restored.env_config), "rgb_array")
+    env = EnvCreator(EvalSpec(restored=restored), 0).make_plain(dict(restored.env_config), "rgb_array")
     try:
         spaces = env.observation_spaces if restored.multi_agent else {AGENT: env.observation_space}
         space = next(iter(spaces.values()))

@@ -106,9 +106,7 @@ def completion(argv: list[str], prog: str = "envsdk completion") -> int:
 
 
 def legacy_table(argv: list[str], prog: str = "envsdk legacy-table") -> int:
-    _parser(prog, "Print the README's table of Ray 1.x names and what they became.", f"  {prog}").parse_args(
-        argv
-    )
+    _parser(prog, "Print the table of Ray 1.x names and what they became.", f"  {prog}").parse_args(argv)
     from envsdk.config.legacy import legacy_table_markdown
 
     print(legacy_table_markdown())

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from envsdk import internals, speedups
 from envsdk.config import legacy
 from envsdk.config.yamlio import LineDict, parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
@@ -208,6 +209,7 @@ def dry_run(exp: Any, built: Any) -> None:
             "checkpoint_at_end": exp.checkpoint_at_end,
             "search_space": {"/".join(k): str(v) for k, v in built.search_space.items()},
             "models": built.models,
+            "speed-ups": speedups.wanted() or f"none ({speedups.OFF})",
             "config (differs from RLlib defaults)": changed,
         }
     }
@@ -224,8 +226,15 @@ def main(argv: list[str], prog: str = "train.py") -> int:
     if args.redis_password:
         notice("--redis-password is ignored: Ray 2 clusters need no Redis password")
     experiments = load(args, overrides)
-
-    from envsdk.training.algorithm_config import build_config
+    unknown = speedups.check_names()
+    if unknown:
+        raise UserError(
+            f"{speedups.OFF} names no speed-up {', '.join(map(repr, unknown))}",
+            f"use 1 (all off) or some of: {', '.join(speedups.SPEEDUPS)}",
+        )
+    with speedups.untracked_imports():  # RLlib's import (torch, Ray, Tune), out of the collector's way
+        from envsdk.training.algorithm_config import build_config
+    speedups.install()
 
     built = [build_config(exp, exp.overrides, dry_run=args.dry_run) for exp in experiments]
     if args.dry_run:
@@ -287,13 +296,6 @@ def main(argv: list[str], prog: str = "train.py") -> int:
     return 1 if failed else 0
 
 
-# Imported on first use during training: torch._dynamo by the first torch
-# optimizer (~1.5 s here), tensorboardX by the result log, matplotlib by the
-# reward plot.  Importing them while Ray starts its processes (the main thread
-# mostly waits then) takes them off the critical path.
-PRELOAD = ("torch._dynamo", "tensorboardX", "matplotlib.figure", "matplotlib.backends.backend_agg")
-
-
 def _needs_ray(exp: Any, built: Any) -> bool:
     """Whether the run needs Ray at all.
 
@@ -301,8 +303,8 @@ def _needs_ray(exp: Any, built: Any) -> bool:
     offline data (read with Ray Data); wandb (its logger is a Ray actor); and
     an algorithm not known to train without Ray (IMPALA and APPO start actors).
     A single trial that samples and learns in this process needs none: it
-    trains with no Ray started, which saves a short run ~4 s of start-up and
-    shut-down (benchmarks/phases.py).
+    trains with no Ray started, which saves a short run Ray's start-up and
+    shut-down (benchmarks/phases.py measures it).
     """
     from envsdk.internals import trains_without_ray
     from envsdk.training.in_process import runs_in_process
@@ -329,7 +331,7 @@ def cluster_cpus(asked: int | None) -> float:
 
 
 def _preload() -> None:
-    for name in PRELOAD:
+    for name in internals.PRELOAD:
         importlib.import_module(name)
 
 

@@ -9,6 +9,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from envsdk import internals
 from envsdk.errors import UserError
 from envsdk.notices import notice
 
@@ -43,7 +44,10 @@ def start_ray(
     }
     if address:
         # A cluster's workers were started without our paths: they come with a runtime env.
-        kwargs["runtime_env"] = {"env_vars": {"PYTHONPATH": pythonpath}} if pythonpath else None
+        env_vars = {"PYTHONPATH": pythonpath} if pythonpath else {}
+        if os.environ.get("ENVSDK_NO_PATCHES"):  # envsdk.speedups: the workers' choice is the driver's
+            env_vars["ENVSDK_NO_PATCHES"] = os.environ["ENVSDK_NO_PATCHES"]
+        kwargs["runtime_env"] = {"env_vars": env_vars} if env_vars else None
         if address == "auto" and not os.environ.get("RAY_ADDRESS"):
             raise UserError("--ray-address auto, but RAY_ADDRESS is not set", "pass the head's host:port")
         for flag, value in (("--ray-num-cpus", num_cpus), ("--ray-num-gpus", num_gpus)):
@@ -60,7 +64,7 @@ def start_ray(
             num_cpus=num_cpus,
             num_gpus=num_gpus,
             object_store_memory=object_store_memory,
-            _temp_dir=str(Path(temp_dir).resolve()) if temp_dir else None,
+            **internals.ray_temp_dir(str(Path(temp_dir).resolve()) if temp_dir else None),
         )
     try:
         ray.init(**kwargs)
@@ -81,8 +85,7 @@ def stop_ray() -> None:
 
     Ray stops its GCS before the autoscaler monitor; the monitor's SIGTERM
     handler then tries to report to the dead GCS, and Ray waits a full second
-    before killing it (1.0 s of the 1.6 s shut-down, every run, measured on
-    Ray 2.60).  A local Ray has nothing to autoscale, so the monitor that
+    before killing it, in every run (Ray 2.60).  A local Ray has nothing to autoscale, so the monitor that
     ray.init started as our child is killed first.  Linux only (``/proc``);
     elsewhere, and when joined to a cluster, this is plain ``ray.shutdown()``.
     """

@@ -219,7 +219,7 @@ def wait_for_nodes(address: str, count: int, timeout: float) -> int:
 def parser(prog: str = "python -m envsdk slurm") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
-        description="Write an sbatch script for train.py (see the README's 'Running on a cluster').",
+        description="Write an sbatch script for train.py (see docs/cluster.md).",
         epilog="Everything after -- goes to train.py: -- -f configs/cartpole-ppo.yaml --num-workers auto",
     )
     p.add_argument("-o", "--out", help="write the script here (default: print it)")

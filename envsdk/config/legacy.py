@@ -15,7 +15,7 @@ one place:
   nearest one it has.
 
 Retired gym env ids (``Pendulum-v0``) are mapped in :mod:`envsdk.envs.registry`,
-from gymnasium's own registry.  The README's legacy table is generated from
+from gymnasium's own registry.  docs/yaml.md's legacy table is generated from
 these tables (``python -m envsdk legacy-table``).
 """
 
@@ -118,7 +118,7 @@ class Context:
 class Rewrite:
     """A config key whose value becomes other settings; ``apply`` returns them (and says why)."""
 
-    readme: str  # what happens, for the README's table
+    readme: str  # what happens, for docs/yaml.md's table
     apply: Callable[[Any, Context], tuple[dict[str, Any], str]]
 
 
@@ -477,7 +477,7 @@ def translate_metric(name: str) -> str:
 
 
 def legacy_table_markdown() -> str:
-    """The README table of renamed, dropped and rewritten keys, and removed algorithms."""
+    """docs/yaml.md's table of renamed, dropped and rewritten keys, and removed algorithms."""
     rows = ["| Ray 1.x | Ray 2.60 / this tool | where |", "|---|---|---|"]
     rows += [f"| `{old}` | `{new}` | config |" for old, new in CONFIG_KEYS.items()]
     rows += [f"| `{old}` | {rewrite.readme} | config |" for old, rewrite in REWRITES.items()]

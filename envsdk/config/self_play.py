@@ -28,7 +28,7 @@ ML_AGENTS_TEAM_CHANGE_FACTOR = 5  # team_change defaults to 5 x save_steps
 
 @dataclass(frozen=True)
 class SelfPlaySettings:
-    """One ``self_play:`` block (see the README's self-play section for each key)."""
+    """One ``self_play:`` block (docs/self-play.md has each key)."""
 
     save_steps: int = 20000
     team_change: int | None = None  # None: ML_AGENTS_TEAM_CHANGE_FACTOR x save_steps

@@ -107,6 +107,33 @@ def _is_schedule(value: Any) -> bool:
     )
 
 
+def _takes_integer(key: str, default: Any) -> bool:
+    return not isinstance(default, bool) and (
+        isinstance(default, int) or (key in AUTO_KEYS and default == "auto")
+    )
+
+
+def _type_problem(key: str, value: Any, default: Any) -> str | None:
+    """What a value of a key whose RLlib default is ``default`` must be, when ``value`` is not that."""
+    if isinstance(default, bool):
+        return None if isinstance(value, bool) else _kind(default)
+    if _takes_integer(key, default):
+        integral = _is_number(value) and not (isinstance(value, float) and not value.is_integer())
+        return None if integral else "an integer" + (" or 'auto'" if key in AUTO_KEYS else "")
+    if isinstance(default, float):
+        schedule = " or a schedule [[timestep, value], ...]" if key in SCHEDULE_KEYS else ""
+        return None if _is_number(value) else "a number" + schedule
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            return _kind(default)
+        return " or ".join(CHOICES[key]) if key in CHOICES and value not in CHOICES[key] else None
+    if isinstance(default, list | tuple):
+        return None if isinstance(value, list | tuple) else _kind(default)
+    if isinstance(default, dict) and not isinstance(value, dict):
+        return _kind(default)
+    return None
+
+
 def check_config_value(
     key: str, value: Any, default: Any, where: str, spelled: str | None = None, section: str = "config"
 ) -> Any:
@@ -131,28 +158,11 @@ def check_config_value(
         if not _is_schedule(value):
             raise wrong("a number or a schedule [[timestep, value], ...]")
         return value
-    if isinstance(default, bool):
-        if not isinstance(value, bool):
-            raise wrong(_kind(default))
-    elif isinstance(default, int) or (key in AUTO_KEYS and default == "auto"):
-        if not _is_number(value) or (isinstance(value, float) and not value.is_integer()):
-            raise wrong("an integer" + (" or 'auto'" if key in AUTO_KEYS else ""))
+    expected = _type_problem(key, value, default)
+    if expected is not None:
+        raise wrong(expected)
+    if _takes_integer(key, default):
         value = int(value)
-    elif isinstance(default, float):
-        if not _is_number(value):
-            raise wrong(
-                "a number" + (" or a schedule [[timestep, value], ...]" if key in SCHEDULE_KEYS else "")
-            )
-    elif isinstance(default, str):
-        if not isinstance(value, str):
-            raise wrong(_kind(default))
-        if key in CHOICES and value not in CHOICES[key]:
-            raise wrong(" or ".join(CHOICES[key]))
-    elif isinstance(default, list | tuple):
-        if not isinstance(value, list | tuple):
-            raise wrong(_kind(default))
-    elif isinstance(default, dict) and not isinstance(value, dict):
-        raise wrong(_kind(default))
     _check_range(key, value, f"{where}: {section} key {what}")
     return value
 
@@ -327,7 +337,7 @@ def check_metric(name: Any, where: str, what: str) -> tuple[str, bool]:
         fix = (closest(new, candidates, n=1) or closest(parts[-1], candidates, n=1) or [""])[0]
     raise UserError(
         f"{where}: unknown metric '{name}' for {what}",
-        f"did you mean '{fix}'?" if fix else "see the README's YAML section for the metric names",
+        f"did you mean '{fix}'?" if fix else "see docs/yaml.md for the metric names",
     )
 
 

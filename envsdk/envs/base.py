@@ -23,8 +23,10 @@ import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv as _RLlibMultiAgentEnv
 
-OBS_KEY = "observations"
-MASK_KEY = "action_mask"
+# Re-exported: users and our modules import them from here.
+from envsdk.envs.keys import MASK_KEY as MASK_KEY
+from envsdk.envs.keys import OBS_KEY as OBS_KEY
+from envsdk.envs.keys import has_action_mask as has_action_mask
 
 
 class RLlibHooks:
@@ -170,7 +172,3 @@ class ActionMaskEnv(Env):
 
     def masked(self, obs: Any) -> dict[str, Any]:
         return {OBS_KEY: obs, MASK_KEY: np.asarray(self.action_mask(), dtype=np.int8)}
-
-
-def has_action_mask(space: gym.Space) -> bool:
-    return isinstance(space, gym.spaces.Dict) and MASK_KEY in space.spaces and OBS_KEY in space.spaces

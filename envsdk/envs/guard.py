@@ -35,6 +35,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+from envsdk import internals
 from envsdk.errors import RunFault
 
 STALL_SIGNAL = signal.SIGUSR2  # raises EnvStalled in a main thread that is stuck in an env call
@@ -429,7 +430,7 @@ class SingleAgentGuard(Guard):
 
     def _explain(self, err: Exception) -> None:
         # gymnasium's SyncVectorEnv keeps each sub-env's observation before it stacks them.
-        parts = getattr(self.env.unwrapped, "_env_obs", None)
+        parts = internals.sub_env_observations(self.env.unwrapped)
         if not isinstance(err, ValueError) or parts is None:
             return
         for sub_env, obs in enumerate(parts):

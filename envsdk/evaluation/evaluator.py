@@ -65,7 +65,7 @@ class EpisodeRecord:
         return sum(t.ret for t in self.agents.values())
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EvalSpec:
     """Everything a worker needs; pickled to remote evaluation actors."""
 

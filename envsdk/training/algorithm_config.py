@@ -25,7 +25,7 @@ import contextlib
 import copy
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,7 +38,7 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.policy import PolicySpec
 
-from envsdk import internals
+from envsdk import internals, speedups
 from envsdk.config import legacy, offline
 from envsdk.config.env_checks import EnvCheckSettings
 from envsdk.config.experiment import Experiment
@@ -144,7 +144,7 @@ def algorithm_class(run: str) -> type[Algorithm]:
     return algo_class
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BuiltConfig:
     """An experiment's algorithm config plus what the runner needs beside it."""
 
@@ -252,22 +252,19 @@ def _resolve_callbacks(values: dict[str, Any], paths: list[Path]) -> None:
             values[key] = hooks if isinstance(value, list) else hooks[0]
 
 
-def translate(
-    raw: LineDict, valid: set[str], algorithm: str, lenient: bool = False
-) -> tuple[LineDict, dict[str, str]]:
-    """Ray 1.x keys -> 2.60 keys and values (:mod:`envsdk.config.legacy`), each with one notice.
+class _Translation:
+    """The keys translated so far (with their YAML lines) and, per new name, the YAML's name."""
 
-    Returns the translated mapping (keeping each key's line) and new name ->
-    the YAML's name.  Unknown keys are errors naming file:line, or with
-    ``lenient`` (``--translate-algo``: the file was written for another
-    algorithm) dropped with a notice.
-    """
-    out = LineDict()
-    out.source = raw.source
-    spelled: dict[str, str] = {}
-    ctx_valid = frozenset(valid)
+    def __init__(self, raw: LineDict):
+        self.raw = raw
+        self.out = LineDict()
+        self.out.source = raw.source
+        self.spelled: dict[str, str] = {}
 
-    def put(key: str, value: Any, old: str) -> None:
+    def put(self, key: str, value: Any, old: str) -> None:
+        """``out[key] = value`` from the YAML's key ``old``: mappings merge, a schedule wins, two
+        YAML keys for one setting are an error."""
+        out, spelled = self.out, self.spelled
         if key in out and isinstance(out[key], dict) and isinstance(value, dict):
             for inner, given in value.items():  # e.g. Q_model and policy_model into model_config
                 if inner in out[key] and out[key][inner] != given:
@@ -278,46 +275,68 @@ def translate(
         if key in out and old in legacy.CONFIG_KEYS and key in SCHEDULED:
             notice(f"config key '{old}' replaces '{key}': the schedule wins, as in Ray 1.x")
         elif key in out:
+            first = self.raw.where(spelled[key])
             raise UserError(
-                f"{raw.where(old)}: '{old}' sets '{key}', which {raw.where(spelled[key])} sets already",
+                f"{self.raw.where(old)}: '{old}' sets '{key}', which {first} sets already",
                 "keep one of the two",
             )
-        out[key], out.lines[key], spelled[key] = value, raw.lines.get(old, 0), old
+        out[key], out.lines[key], spelled[key] = value, self.raw.lines.get(old, 0), old
 
+
+def _translate_key(
+    t: _Translation, key: str, value: Any, valid: set[str], algorithm: str, lenient: bool
+) -> None:
+    """One YAML key into ``t``: removed (an error), dropped, rewritten, renamed, or as it is."""
+    raw = t.raw
+    if key in legacy.REMOVED_CONFIG_KEYS:
+        raise UserError(f"{raw.where(key)}: config key '{key}' was removed from RLlib",
+                        legacy.REMOVED_CONFIG_KEYS[key])  # fmt: skip
+    if key in legacy.DROPPED_CONFIG_KEYS:
+        notice(f"config key '{key}' dropped: {legacy.DROPPED_CONFIG_KEYS[key]}")
+        return
+    if key in legacy.REWRITES:
+        moved, why = legacy.REWRITES[key].apply(
+            value, legacy.Context(algorithm, frozenset(valid), raw.where(key))
+        )
+        if why:
+            notice(f"config key '{key}': {why}")
+        for new_key, new_value in moved.items():
+            t.put(new_key, new_value, key)
+        return
+    new = legacy.CONFIG_KEYS.get(key, key)
+    if new != key and new not in valid:
+        notice(f"config key '{key}' dropped: {algorithm} in RLlib 2.60 has no '{new}'")
+        return
+    if new != key:
+        notice(f"config key '{key}' is now '{new}'")
+    elif key not in valid:
+        if lenient:
+            notice(f"config key '{key}' dropped: {algorithm} has no such setting (--translate-algo)")
+            return
+        near = closest(key, valid | set(legacy.CONFIG_KEYS))
+        raise UserError(
+            f"{raw.where(key)}: unknown config key '{key}'",
+            f"did you mean {', '.join(repr(n) for n in near)}?"
+            if near
+            else "see docs/yaml.md for valid keys",
+        )
+    t.put(new, value, key)
+
+
+def translate(
+    raw: LineDict, valid: set[str], algorithm: str, lenient: bool = False
+) -> tuple[LineDict, dict[str, str]]:
+    """Ray 1.x keys -> 2.60 keys and values (:mod:`envsdk.config.legacy`), each with one notice.
+
+    Returns the translated mapping (keeping each key's line) and new name ->
+    the YAML's name.  Unknown keys are errors naming file:line, or with
+    ``lenient`` (``--translate-algo``: the file was written for another
+    algorithm) dropped with a notice.
+    """
+    t = _Translation(raw)
     for key, value in raw.items():
-        if key in legacy.REMOVED_CONFIG_KEYS:
-            raise UserError(f"{raw.where(key)}: config key '{key}' was removed from RLlib",
-                            legacy.REMOVED_CONFIG_KEYS[key])  # fmt: skip
-        if key in legacy.DROPPED_CONFIG_KEYS:
-            notice(f"config key '{key}' dropped: {legacy.DROPPED_CONFIG_KEYS[key]}")
-            continue
-        if key in legacy.REWRITES:
-            moved, why = legacy.REWRITES[key].apply(
-                value, legacy.Context(algorithm, ctx_valid, raw.where(key))
-            )
-            if why:
-                notice(f"config key '{key}': {why}")
-            for new_key, new_value in moved.items():
-                put(new_key, new_value, key)
-            continue
-        new = legacy.CONFIG_KEYS.get(key, key)
-        if new != key and new not in valid:
-            notice(f"config key '{key}' dropped: {algorithm} in RLlib 2.60 has no '{new}'")
-            continue
-        if new != key:
-            notice(f"config key '{key}' is now '{new}'")
-        elif key not in valid:
-            if lenient:
-                notice(f"config key '{key}' dropped: {algorithm} has no such setting (--translate-algo)")
-                continue
-            near = closest(key, valid | set(legacy.CONFIG_KEYS))
-            raise UserError(
-                f"{raw.where(key)}: unknown config key '{key}'",
-                f"did you mean {', '.join(repr(n) for n in near)}?"
-                if near
-                else "see the README's config section for valid keys",
-            )
-        put(new, value, key)
+        _translate_key(t, key, value, valid, algorithm, lenient)
+    out = t.out
     legacy.split_learning_rate(out, valid, algorithm)
     if out.pop("_fake_gpus", False):
         out.pop("num_gpus", None)
@@ -332,7 +351,7 @@ def translate(
     if isinstance(out.get("evaluation_config"), dict):  # its keys are config keys too
         evaluation = _evaluation_config(out, raw.lines.get("evaluation_config", 0))
         out["evaluation_config"] = dict(translate(evaluation, valid, algorithm, lenient)[0])
-    return out, spelled
+    return out, t.spelled
 
 
 def _evaluation_config(values: LineDict, line: int) -> LineDict:
@@ -735,30 +754,82 @@ def _continuous_actions(info: EnvInfo) -> bool:
     return any(has_box(space) for space in spaces)
 
 
+@dataclass(kw_only=True)
+class Build:
+    """What the stages of :func:`build_config` know so far, each adding its part."""
+
+    exp: Experiment
+    dry_run: bool = False
+    algo_class: Any = None  # the Algorithm class of `run:`
+    raw: LineDict = field(default_factory=LineDict)  # the YAML's config: (with --config overrides)
+    default_config: Any = None
+    values: LineDict = field(default_factory=LineDict)  # config keys in 2.60 names, ours popped as used
+    spelled: dict[str, str] = field(default_factory=dict)  # 2.60 name -> the name the YAML used
+    user_keys: set[str] = field(default_factory=set)
+    search: dict[tuple[str, ...], Any] = field(default_factory=dict)
+    self_play: SelfPlaySettings | None = None
+    env_checks: EnvCheckSettings = field(default_factory=EnvCheckSettings)
+    auto_runners: bool = False
+    paths: list[Path] = field(default_factory=list)
+    resolved: Any = None  # ResolvedEnv
+    env_config: dict[str, Any] = field(default_factory=dict)
+    target: Any = None  # the env's class or factory (None for a plain gymnasium id)
+    env_hooks: Any = None  # RLlibHooks
+    evaluation_env: ResolvedEnv | None = None
+    evaluation_hooks: Any = None
+    env: Any = None  # the env the start-up check built (None in a dry run that does not start it)
+    info: Any = None  # EnvInfo
+    model: Any = None  # _ModelSettings
+    multi_agent: dict[str, Any] = field(default_factory=dict)
+    config: Any = None  # the AlgorithmConfig
+    models: list[str] = field(default_factory=list)
+
+
 def build_config(
     exp: Experiment, overrides: dict[str, Any] | None = None, dry_run: bool = False
 ) -> BuiltConfig:
-    """Validate ``exp.config`` (plus CLI overrides) and build the AlgorithmConfig.
+    """Validate ``exp.config`` (plus CLI overrides) and build the AlgorithmConfig, stage by stage.
 
     ``dry_run``: an env class with ``build_in_dry_run = False`` (it launches a
     game) is not built; its spaces, policies and models stay unknown.
     """
-    algo_class = algorithm_class(exp.run)
     quiet_rllib()
+    b = Build(exp=exp, dry_run=dry_run, algo_class=algorithm_class(exp.run))
+    stage_translate(b, overrides or {})
+    stage_values(b)
+    stage_env(b)
+    with stage_start_env(b):
+        stage_evaluation_env(b)
+        stage_models(b)
+        stage_assemble(b)
+        stage_hooks(b)
+        stage_check_modules(b)
+    return stage_finish(b)
+
+
+def stage_translate(b: Build, overrides: dict[str, Any]) -> None:
+    """The YAML's ``config:`` with the overrides, in RLlib 2.60's names; offline input; search spaces."""
+    exp = b.exp
     raw = LineDict(copy.deepcopy(dict(exp.config)))
     raw.lines, raw.source = dict(exp.config.lines), exp.config.source
-    merged = merge(dict(raw), overrides or {})
-    for key in overrides or {}:
+    merged = merge(dict(raw), overrides)
+    for key in overrides:
         raw[key] = merged[key]  # item by item, so that raw keeps its YAML line numbers
-    default_config = algo_class.get_default_config()
-    defaults = default_config.to_dict()
-    values, spelled = translate(
-        raw, valid_keys(default_config), exp.run, lenient=exp.translated_from is not None
+    b.raw = raw
+    b.default_config = b.algo_class.get_default_config()
+    b.values, b.spelled = translate(
+        raw, valid_keys(b.default_config), exp.run, lenient=exp.translated_from is not None
     )
-    user_keys = set(values)
-    offline.prepare(values, exp.run, exp.base_dir)
-    search = _extract_search_spaces(values, values.where)
-    _check_values(values, defaults, search, spelled)
+    b.user_keys = set(b.values)
+    offline.prepare(b.values, exp.run, exp.base_dir)
+    b.search = _extract_search_spaces(b.values, b.values.where)
+
+
+def stage_values(b: Build) -> None:
+    """Every value checked (evaluation_config's too), callbacks imported, our own blocks parsed."""
+    values = b.values
+    defaults = b.default_config.to_dict()
+    _check_values(values, defaults, b.search, b.spelled)
     if values.get("evaluation_config"):
         evaluation = _evaluation_config(values, values.lines.get("evaluation_config", 0))
         for key in ("model", "model_config"):
@@ -770,148 +841,206 @@ def build_config(
                 )
         _check_values(evaluation, defaults, {}, {})
         values["evaluation_config"] = dict(evaluation)
-    _resolve_callbacks(values, [exp.base_dir])
+    _resolve_callbacks(values, [b.exp.base_dir])
     self_play_value = values.pop("self_play", None)
-    self_play_settings = (
-        None
-        if self_play_value in (None, False)
-        else SelfPlaySettings.parse(self_play_value, values.where("self_play"))
-    )
-    env_checks = EnvCheckSettings.parse(values.pop("env_checks", None), values.where("env_checks"))
-    auto_runners = values.get("num_env_runners") == "auto"
-    if auto_runners:
+    if self_play_value not in (None, False):
+        b.self_play = SelfPlaySettings.parse(self_play_value, values.where("self_play"))
+    b.env_checks = EnvCheckSettings.parse(values.pop("env_checks", None), values.where("env_checks"))
+    b.auto_runners = values.get("num_env_runners") == "auto"
+    if b.auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
 
-    values.pop("env", None)  # merged into exp.env (experiment.py, then --env / --config.env)
-    env_ref = exp.env
-    env_config = dict(values.pop("env_config", None) or {})
-    paths = [exp.base_dir]
-    resolved = resolve_env(env_ref, paths)
-    atari_settings = _atari_preprocessing(values, resolved)
-    horizon = values.pop("horizon", None)
-    if horizon is not None:  # Ray 1.x: episodes cut after N steps; gymnasium: a TimeLimit
-        if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
-            raise UserError(
-                f"{values.where('horizon')}: horizon must be a positive integer, got {horizon!r}", ""
-            )
-        notice(f"config key 'horizon' is a time limit of {horizon} steps on the env")
-        resolved = resolved.with_time_limit(horizon)
-    dropped = tuple(str(k) for k in values.pop("drop_observation_keys", None) or ())  # MiniGrid's mission
-    resolved = resolved.wrapped(EnvWrappers(dropped, atari_settings))
-    _check_vectorize_mode(values, resolved)
-    target = env_setup.target(resolved)
-    env_hooks = hooks(target)
-    evaluation_env = env_setup.evaluation_env(values, paths, horizon)
-    evaluation_hooks = env_hooks if evaluation_env is None else hooks(env_setup.target(evaluation_env))
-    env_config = env_setup.prepare_env_configs(  # e.g. Unity's absolute paths
-        env_hooks.prepare_env_config,
-        evaluation_hooks.prepare_env_config,
-        values,
-        env_config,
-        search,
-        exp.base_dir,
-    )
-    env_config = env_hooks.for_algorithm(env_config, exp.run)
-    skip = dry_run and not env_hooks.build_in_dry_run
-    with (
-        contextlib.nullcontext((None, unbuilt(target))) if skip else preflight(resolved, env_config) as (
-            env,
-            info,
-        )
-    ):
-        if env is not None and env_setup.needs_layout(env, resolved):
-            resolved = resolved.laid_out()  # RLlib would build it bare, its action mask as features
-        env_setup.register(resolved)
-        if evaluation_env is not None and not evaluation_hooks.build_in_dry_run:
-            # Building it launches something (a Unity game): started once more only to check spaces,
-            # it would cost a game start before training; its runners check it when they start it.
-            notice(f"evaluation_config.env '{evaluation_env.name}' is checked when evaluation starts it")
-        elif evaluation_env is not None:
-            own = values["evaluation_config"].get("env_config") or {}
-            with preflight(evaluation_env, merge(env_config, own)) as (_, evaluation_info):
-                where = values.where("evaluation_config")
-                env_setup.check_evaluation_spaces(info, evaluation_info, where, evaluation_env.name)
-        model = _model_settings(
-            values, info, algo_class, exp.run, search_path(exp.base_dir), raw.where("model"), search
-        )
-        curriculum = values.pop("curriculum", None)
-        multi_agent = _multi_agent_settings(values, info, paths)
-        values.setdefault("log_level", "ERROR")
-        # The preflight above is the env check (with only allowed actions where there is a mask);
-        # RLlib's own multi-agent checker steps with random actions, masked ones included.
-        values.setdefault("disable_env_checking", True)
-        for key, value in env_hooks.config_defaults.items():
-            values.setdefault(key, value)  # the env's own defaults; the YAML wins
-        if not _continuous_actions(info):
-            # Nothing to unsquash or clip, but RLlib's connector would still copy and
-            # walk every action it sends to the env (~15% of CartPole's sampling time).
-            values.setdefault("normalize_actions", False)
-            values.setdefault("clip_actions", False)
 
-        config: AlgorithmConfig = algo_class.get_default_config()
+def _horizon(values: LineDict, resolved: ResolvedEnv) -> tuple[ResolvedEnv, int | None]:
+    """Ray 1.x ``horizon``: episodes cut after N steps (a gymnasium TimeLimit)."""
+    horizon = values.pop("horizon", None)
+    if horizon is None:
+        return resolved, None
+    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
+        raise UserError(f"{values.where('horizon')}: horizon must be a positive integer, got {horizon!r}", "")
+    notice(f"config key 'horizon' is a time limit of {horizon} steps on the env")
+    return resolved.with_time_limit(horizon), horizon
+
+
+def stage_env(b: Build) -> None:
+    """The env (and evaluation's) resolved, wrapped as config keys ask, its env_config prepared."""
+    values = b.values
+    values.pop("env", None)  # merged into exp.env (experiment.py, then --env / --config.env)
+    b.paths = [b.exp.base_dir]
+    resolved = resolve_env(b.exp.env, b.paths)
+    atari_settings = _atari_preprocessing(values, resolved)
+    resolved, horizon = _horizon(values, resolved)
+    dropped = tuple(str(k) for k in values.pop("drop_observation_keys", None) or ())  # MiniGrid's mission
+    b.resolved = resolved.wrapped(EnvWrappers(dropped, atari_settings))
+    _check_vectorize_mode(values, b.resolved)
+    b.target = env_setup.target(b.resolved)
+    b.env_hooks = hooks(b.target)
+    b.evaluation_env = env_setup.evaluation_env(values, b.paths, horizon)
+    b.evaluation_hooks = (
+        b.env_hooks if b.evaluation_env is None else hooks(env_setup.target(b.evaluation_env))
+    )
+    env_config = env_setup.prepare_env_configs(  # e.g. Unity's absolute paths
+        b.env_hooks.prepare_env_config,
+        b.evaluation_hooks.prepare_env_config,
+        values,
+        dict(values.pop("env_config", None) or {}),
+        b.search,
+        b.exp.base_dir,
+    )
+    b.env_config = b.env_hooks.for_algorithm(env_config, b.exp.run)
+
+
+@contextlib.contextmanager
+def stage_start_env(b: Build) -> Iterator[None]:
+    """The start-up check: the env built, reset, stepped and checked (:func:`preflight`), and kept
+    open while the later stages build networks on its first observation."""
+    skip = b.dry_run and not b.env_hooks.build_in_dry_run
+    started = (
+        contextlib.nullcontext((None, unbuilt(b.target))) if skip else preflight(b.resolved, b.env_config)
+    )
+    with started as (b.env, b.info):
+        if b.env is not None and env_setup.needs_layout(b.env, b.resolved):
+            b.resolved = b.resolved.laid_out()  # RLlib would build it bare, its action mask as features
+        env_setup.register(b.resolved)
+        yield
+
+
+def stage_evaluation_env(b: Build) -> None:
+    """evaluation_config.env: its spaces must be training's (checked now, unless it launches a game)."""
+    if b.evaluation_env is None:
+        return
+    if not b.evaluation_hooks.build_in_dry_run:
+        # Building it launches something (a Unity game): started once more only to check spaces,
+        # it would cost a game start before training; its runners check it when they start it.
+        notice(f"evaluation_config.env '{b.evaluation_env.name}' is checked when evaluation starts it")
+        return
+    own = b.values["evaluation_config"].get("env_config") or {}
+    with preflight(b.evaluation_env, merge(b.env_config, own)) as (_, evaluation_info):
+        where = b.values.where("evaluation_config")
+        env_setup.check_evaluation_spaces(b.info, evaluation_info, where, b.evaluation_env.name)
+
+
+def stage_models(b: Build) -> None:
+    """Each policy's network (a plugin or the default model), the policies and their mapping, and
+    the defaults that follow from the env."""
+    values = b.values
+    b.model = _model_settings(
+        values, b.info, b.algo_class, b.exp.run, search_path(b.exp.base_dir), b.raw.where("model"), b.search
+    )
+    b.multi_agent = _multi_agent_settings(values, b.info, b.paths)
+    values.setdefault("log_level", "ERROR")
+    # The preflight above is the env check (with only allowed actions where there is a mask);
+    # RLlib's own multi-agent checker steps with random actions, masked ones included.
+    values.setdefault("disable_env_checking", True)
+    for key, value in b.env_hooks.config_defaults.items():
+        values.setdefault(key, value)  # the env's own defaults; the YAML wins
+    if not _continuous_actions(b.info):
+        # Nothing to unsquash or clip, but RLlib's connector would still copy and
+        # walk every action it sends to the env, at every step.
+        values.setdefault("normalize_actions", False)
+        values.setdefault("clip_actions", False)
+
+
+def _api_stack(b: Build, config: AlgorithmConfig) -> None:
+    """The old API stack for a ModelV2 plugin; the new stack's settings otherwise."""
+    values, model = b.values, b.model
+    if not model.old_stack:
+        _new_stack_settings(values, config, b.info.multi_agent)
+        return
+    if "normalize_rewards" in values:
+        raise UserError(
+            f"{values.where('normalize_rewards')}: normalize_rewards needs the new API stack",
+            "a ModelV2 custom_model runs on the old stack; use an RLModule plugin",
+        )
+    notice(
+        f"custom_model '{model.old_stack_model['custom_model']}' is a ModelV2: using RLlib's old API stack"
+    )
+    config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
+
+
+def stage_assemble(b: Build) -> None:
+    """The AlgorithmConfig from the values, the env, the models and the multi-agent settings;
+    RLlib's own validation, whose errors name the YAML."""
+    values, model = b.values, b.model
+    config: AlgorithmConfig = b.algo_class.get_default_config()
+    _api_stack(b, config)
+    curriculum = values.pop("curriculum", None)
+    try:
+        config.update_from_dict(values)
+        config.environment(env=b.resolved.name, env_config=b.env_config)
+        if b.multi_agent:
+            config.multi_agent(**b.multi_agent)
         if model.old_stack:
-            if "normalize_rewards" in values:
-                raise UserError(
-                    f"{values.where('normalize_rewards')}: normalize_rewards needs the new API stack",
-                    "a ModelV2 custom_model runs on the old stack; use an RLModule plugin",
-                )
-            name = model.old_stack_model["custom_model"]
-            notice(f"custom_model '{name}' is a ModelV2: using RLlib's old API stack")
-            config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
-        else:
-            _new_stack_settings(values, config, info.multi_agent)
-        try:
-            config.update_from_dict(values)
-            config.environment(env=resolved.name, env_config=env_config)
-            if multi_agent:
-                config.multi_agent(**multi_agent)
-            if model.old_stack:
-                config.training(model=model.old_stack_model)
-            if model.module_spec is not None:
-                config.rl_module(rl_module_spec=model.module_spec)
-            if model.model_config:
-                config.rl_module(model_config=model.model_config)
-            _fit_replay_buffer(config, default_config, values)
-            if self_play_settings is not None:
-                _self_play(
-                    config, self_play_settings, info, multi_agent, model, target or env, env_config, values
-                )
-            config.validate()
-            guards.install(config, env_checks, values.where("env_checks"), "sample_timeout_s" in values)
-        except (ValueError, TypeError, KeyError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UserError(
-                f"{raw.source}: RLlib rejected the config: {first}",
-                "adjust the named setting in the YAML (or the --config override)",
-            ) from err
-        if not model.old_stack:  # the old stack smooths its episode metrics itself
-            add_callback(config, "on_episode_end", episode_window.log_episode)
-            window = episode_window.EpisodeWindow(config.metrics_num_episodes_for_smoothing)
-            add_callback(config, "on_train_result", window, first=True)
-        for event, hook in env_hooks.env_callbacks.items():
-            add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
-        if config.is_multi_agent and not model.old_stack:
-            add_callback(config, "on_environment_created", internals.convert_done_episodes_once)
-        if not env_hooks.stable_agent_ids and not model.old_stack:
-            add_callback(config, "on_sample_end", agent_metrics.drop_per_agent_metrics)
-            add_callback(config, "on_train_result", agent_metrics.drop_agent_episode_metrics)
-        if evaluation_env is not None and evaluation_hooks is not env_hooks and not model.old_stack:
-            given = dict(values.get("evaluation_config") or {})
-            env_setup.evaluation_own_hooks(config, env_hooks, evaluation_hooks, given)
-        if curriculum:
-            import_ref(str(curriculum), paths, what="curriculum function")  # fail early
-            hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in paths])
-            add_callback(config, "on_train_result", hook)
-        if env is None:
-            models = ["decided when the env starts (a dry run does not start it)"]
-        elif model.old_stack:
-            models = []
-        else:
-            models = check_modules(config, env, info.first_obs, _policy_of(config, info), model.plugin)
-            models = [m for m in models if not m.startswith(f"{self_play.LEDGER}:")]
-    # DQN and SAC: RLlib's, with a training step that replays transitions without episode objects.
-    algo_class = off_policy.REPLACEMENTS.get(algo_class, algo_class)
+            config.training(model=model.old_stack_model)
+        if model.module_spec is not None:
+            config.rl_module(rl_module_spec=model.module_spec)
+        if model.model_config:
+            config.rl_module(model_config=model.model_config)
+        _fit_replay_buffer(config, b.default_config, values)
+        if b.self_play is not None:
+            _self_play(
+                config, b.self_play, b.info, b.multi_agent, model, b.target or b.env, b.env_config, values
+            )
+        config.validate()
+        guards.install(config, b.env_checks, values.where("env_checks"), "sample_timeout_s" in values)
+    except (ValueError, TypeError, KeyError) as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UserError(
+            f"{b.raw.source}: RLlib rejected the config: {first}",
+            "adjust the named setting in the YAML (or the --config override)",
+        ) from err
+    if curriculum:
+        import_ref(str(curriculum), b.paths, what="curriculum function")  # fail early
+        hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in b.paths])
+        add_callback(config, "on_train_result", hook)
+    b.config = config
+
+
+def stage_hooks(b: Build) -> None:
+    """Our callbacks that ride inside RLlib, beside the user's (the new API stack only)."""
+    config, env_hooks = b.config, b.env_hooks
+    for event, hook in env_hooks.env_callbacks.items():
+        add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
+    if b.model.old_stack:
+        return  # the old stack smooths its episode metrics itself, and takes no callback functions
+    add_callback(config, "on_environment_created", speedups.on_env_runner, first=True)
+    add_callback(config, "on_episode_end", episode_window.log_episode)
+    window = episode_window.EpisodeWindow(config.metrics_num_episodes_for_smoothing)
+    add_callback(config, "on_train_result", window, first=True)
+    if config.is_multi_agent:
+        add_callback(config, "on_environment_created", internals.convert_done_episodes_once)
+    if not env_hooks.stable_agent_ids:
+        add_callback(config, "on_sample_end", agent_metrics.drop_per_agent_metrics)
+        add_callback(config, "on_train_result", agent_metrics.drop_agent_episode_metrics)
+    if b.evaluation_env is not None and b.evaluation_hooks is not env_hooks:
+        given = dict(b.values.get("evaluation_config") or {})
+        env_setup.evaluation_own_hooks(config, env_hooks, b.evaluation_hooks, given)
+
+
+def stage_check_modules(b: Build) -> None:
+    """Each policy's network built and run on the env's first observation; one line per policy."""
+    if b.env is None:
+        b.models = ["decided when the env starts (a dry run does not start it)"]
+    elif not b.model.old_stack:
+        found = check_modules(b.config, b.env, b.info.first_obs, _policy_of(b.config, b.info), b.model.plugin)
+        b.models = [m for m in found if not m.startswith(f"{self_play.LEDGER}:")]
+
+
+def stage_finish(b: Build) -> BuiltConfig:
+    """Our DQN/SAC in place of RLlib's (transition replay; one backward pass), and the record."""
+    algo_class = off_policy.REPLACEMENTS.get(b.algo_class, b.algo_class)
+    config = b.config
     if config.enable_rl_module_and_learner and config.learner_class is RLlibSACTorchLearner:
         config.training(learner_class=SACTorchLearner)  # one backward pass where it gives the same gradients
     config.algo_class = algo_class
-    return BuiltConfig(algo_class, config, resolved, info, search, paths, auto_runners, models, user_keys)
+    return BuiltConfig(
+        algo_class=algo_class,
+        config=config,
+        env=b.resolved,
+        env_info=b.info,
+        search_space=b.search,
+        search_paths=b.paths,
+        auto_runners=b.auto_runners,
+        models=b.models,
+        user_keys=b.user_keys,
+    )

@@ -157,7 +157,9 @@ def check_learners(*, algorithm: Any, result: dict[str, Any], **_: Any) -> None:
         if not isinstance(trained, numbers.Real) or not float(trained) > 0:
             continue  # nothing learned (nothing sampled): its stats are NaN, not diverged
         losses = _numbers(stats)
-        bad = [k for k, v in losses.items() if not math.isfinite(v)]
+        bad = sorted(
+            (k for k, v in losses.items() if not math.isfinite(v)), key=lambda k: (k != "total_loss", k)
+        )
         if bad:
             raise PolicyDiverged(
                 f"policy '{module_id}' diverged at iteration {result.get('training_iteration')}:"

@@ -33,7 +33,7 @@ from ray.tune.utils import flatten_dict
 from envsdk.cluster.ray_session import wanted_gpus
 from envsdk.config.experiment import Experiment
 from envsdk.config.stopping import StopCriteria
-from envsdk.errors import UserError, root_cause
+from envsdk.errors import UserError, as_user_error, root_cause
 from envsdk.internals import release_utilization_monitor
 from envsdk.notices import notice
 from envsdk.progress import ProgressLine, format_line
@@ -83,8 +83,8 @@ class ResultLog:
     with the wider header.  TensorBoard scalars carry Tune's tags
     (``ray/tune/<metric>``, step = iteration), so existing dashboards work.
     An iteration's scalars go out as one event: one per scalar
-    (``SummaryWriter.add_scalar``) took 6 ms an iteration for RLlib's ~100
-    metrics, 0.2 s of a 7 s CartPole run.
+    (``SummaryWriter.add_scalar``) cost a noticeable share of a short run
+    for RLlib's hundred or so metrics.
     """
 
     def __init__(self, trial_dir: Path, keep_until: int | None = None):
@@ -295,9 +295,12 @@ def run_trial(
             if not catcher.signal_name:
                 raise
             # a second signal: stop without a checkpoint
-        except UserError:
-            raise
         except Exception as err:
+            user = as_user_error(err)
+            if user is err:
+                raise
+            if user is not None:
+                raise user from err
             # Reported as Tune reports a failed trial: one line now, the traceback in the trial folder.
             (trial_dir / "error.txt").write_text(traceback.format_exc())
             root = root_cause(err)
@@ -313,11 +316,11 @@ def run_trial(
             with _stopping(algo):
                 plot = plot_reward_curve(trial_dir, exp.name, painter)
     return Outcome.from_result(
-        exp.name,
-        exp_dir,
-        trial_dir,
-        result,
-        errors,
+        name=exp.name,
+        experiment_dir=exp_dir,
+        trial_dir=trial_dir,
+        result=result,
+        errors=errors,
         best_checkpoint=checkpointer.best(),
         plot=plot,
         interrupted=catcher.signal_name,

@@ -30,7 +30,6 @@ from ray.rllib.algorithms.dqn.dqn import DQN as RLlibDQN
 from ray.rllib.algorithms.dqn.dqn import calculate_rr_weights
 from ray.rllib.algorithms.sac.sac import SAC as RLlibSAC
 from ray.rllib.core import ALL_MODULES, DEFAULT_MODULE_ID
-from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 from ray.rllib.policy.sample_batch import MultiAgentBatch, SampleBatch
 from ray.rllib.utils import force_list
 from ray.rllib.utils.metrics import (
@@ -75,7 +74,7 @@ def why_not_transitions(algo: Any) -> str | None:
     config = algo.config
     if not config.enable_env_runner_and_connector_v2:
         return "the old API stack"
-    if getattr(algo, "_module_is_stateful", False):
+    if internals.module_is_stateful(algo):
         return "a recurrent module"
     if type(algo.local_replay_buffer) not in EPISODE_BUFFERS:
         return f"replay buffer {type(algo.local_replay_buffer).__name__}"
@@ -144,14 +143,9 @@ class TransitionReplay:
         store_weight, sample_and_train_weight = (int(w) for w in calculate_rr_weights(config))
         for _ in range(store_weight):
             with metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
-                sampled: Any = synchronous_parallel_sample(
-                    worker_set=algo.env_runner_group,
-                    concat=True,
-                    sample_timeout_s=config.sample_timeout_s,
-                    _uses_new_env_runners=True,
-                    _return_metrics=True,
+                episodes, env_runner_results = internals.sample_episodes_with_metrics(
+                    algo.env_runner_group, config.sample_timeout_s
                 )
-            episodes, env_runner_results = sampled
             metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
             with metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
                 algo.local_replay_buffer.add(episodes)

@@ -11,7 +11,7 @@ from envsdk.progress import HEALTH, STEPS, fmt_duration, health_note, lookup, me
 TRAINED = "learners/__all_modules__/num_env_steps_trained_lifetime"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Outcome:
     """What one experiment produced."""
 
@@ -30,12 +30,12 @@ class Outcome:
     @classmethod
     def from_result(
         cls,
+        *,
         name: str,
         experiment_dir: Path,
         trial_dir: Path | None,
         result: dict[str, Any],
         errors: list[str],
-        *,
         best_checkpoint: Path | None,
         plot: Path | None,
         interrupted: str | None,

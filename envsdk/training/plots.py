@@ -49,7 +49,7 @@ class Painter:
     """A process that draws a trial's reward figure, started as the trial begins.
 
     Drawing in the training process means importing matplotlib at the end of
-    the run, 0.2 s of a 7 s CartPole run.  The painter
+    the run, on the critical path.  The painter
     (``reward_figure.py`` run as a script) does that import on an idle core
     while the trial trains.  If it cannot draw (it died, or was killed with the
     process group), the figure is drawn here instead.  Leaving the ``with``

@@ -2,7 +2,7 @@
 
 This module imports nothing from envsdk, so that ``python reward_figure.py``
 starts in a fraction of a second without RLlib.  ``plots.Painter`` starts it
-as a trial begins: it imports matplotlib (0.2 s here) on an idle core while
+as a trial begins: it imports matplotlib on an idle core while
 the trial trains, then draws the figure from one JSON job on its stdin when
 the trial ends.  Its stdin closed with no job, it exits.
 """
@@ -61,7 +61,7 @@ def _serve() -> None:
     if text:
         job = json.loads(text)
         draw(job["rows"], job["title"], Path(job["out"]))
-    os._exit(0)  # the figure is written and closed; the interpreter's teardown would cost 0.1 s more
+    os._exit(0)  # the figure is written and closed; the interpreter's teardown is time for nothing
 
 
 if __name__ == "__main__":

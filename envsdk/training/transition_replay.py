@@ -3,8 +3,8 @@
 RLlib 2.60's ``EpisodeReplayBuffer`` keeps whole episodes and samples each
 transition as a one-step ``SingleAgentEpisode`` (a slice of the stored
 episode), which the learner's connector pipeline then turns back into a
-batch: for SAC's 256 transitions per update that is about 25 ms to sample and
-8 ms to batch on a small CPU, several times the update itself.  Here every
+batch: for SAC's 256 transitions per update that is several times the update
+itself (benchmarks/replay.py measures it).  Here every
 transition is one row of numpy arrays (observation, action, n-step-able
 reward, next observation, terminated, truncated), so a batch is a few fancy
 indexing operations.  The semantics are those of RLlib's buffers:

@@ -176,11 +176,11 @@ def summarise(
     metrics = result.metrics if result is not None and result.metrics else {}
     plot = plot_reward_curve(trial_dir, exp.name) if trial_dir else None
     return Outcome.from_result(
-        exp.name,
-        exp_dir,
-        trial_dir,
-        metrics,
-        errors,
+        name=exp.name,
+        experiment_dir=exp_dir,
+        trial_dir=trial_dir,
+        result=metrics,
+        errors=errors,
         best_checkpoint=checkpoint,
         plot=plot,
         interrupted=interrupted,

@@ -36,7 +36,7 @@ from unity_bridge.protocol import communicator_objects_pb2 as pb
 from unity_bridge.standin.game import Game, Report, make_game
 
 if TYPE_CHECKING:
-    from unity_bridge.brain import BrainPlayer
+    from unity_bridge.brains import BrainPlayer
 
 EXCHANGE = "/communicator_objects.UnityToExternalProto/Exchange"
 
@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     log = Log(args.log_file)  # opened once: reopening would truncate what the player wrote
     if args.brain is not None:
-        from unity_bridge.brain import BrainPlayer
+        from unity_bridge.brains import BrainPlayer
 
         returns = Player(args, log).play(BrainPlayer(args.brain, not args.stochastic), args.episodes)
         line = f"brain: {len(returns)} rounds, return mean {np.mean(returns):.4f}, std {np.std(returns):.4f}"

@@ -25,6 +25,7 @@ from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
 from ray.rllib.core.models.base import Encoder
 from ray.rllib.core.models.configs import ModelConfig
 
+from envsdk import internals
 from envsdk.envs.base import has_action_mask
 from envsdk.envs.default_models.encoder import ObsActionEncoderConfig, SpaceEncoderConfig
 from envsdk.envs.default_models.spaces import SpaceError
@@ -108,10 +109,10 @@ class AnySpaceSACCatalog(AnySpaceMixin, SACCatalog):
     """
 
     def build_qf_encoder(self, framework: str) -> Encoder:
-        concat = self._model_config_dict.get(Q_NETWORK) == "concat"
-        if concat and isinstance(self.action_space, gym.spaces.Box):
+        model_config = internals.catalog_model_config(self)
+        if model_config.get(Q_NETWORK) == "concat" and isinstance(self.action_space, gym.spaces.Box):
             space = gym.spaces.Tuple((self.observation_space, self.action_space))
-            return ObsActionEncoderConfig.from_model_config(space, self._model_config_dict).build(framework)
+            return ObsActionEncoderConfig.from_model_config(space, model_config).build(framework)
         encoder: Encoder = super().build_qf_encoder(framework)
         return encoder
 

@@ -84,7 +84,7 @@ def _check_spaces(algo: str, default: type, obs: gym.Space, act: gym.Space, who:
         observation_leaves(inner_space(obs))  # raises for a space with no default encoding
         wanted = mask_size(act)
     except SpaceError as err:
-        raise UserError(f"{who}: {err}", "see the README's table of spaces and default models") from err
+        raise UserError(f"{who}: {err}", "see docs/environments.md's table of spaces and models") from err
     _, masked_class, actions = SUPPORT.get(default, (None, None, None))
     if actions is not None and not isinstance(act, actions):
         kinds = " or ".join(k.__name__ for k in actions)
@@ -166,7 +166,7 @@ def module_spec(
         raise UserError(
             f"{algo}'s default model takes flat Box observations only; this env has "
             + ", ".join(describe_space(obs) for obs, _ in spaces.values()),
-            "give a custom_model (see the README's Model plugins), or use PPO",
+            "give a custom_model (docs/environments.md, Model plugins), or use PPO",
         )
     catalog, masked_class, _ = SUPPORT[default]
     masked = any(has_action_mask(obs) for obs, _ in spaces.values())
@@ -174,7 +174,7 @@ def module_spec(
 
 
 def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any]) -> str:
-    """One line about the default network for these spaces (see the README's table).
+    """One line about the default network for these spaces (docs/environments.md has the table).
 
     It names what a user may have set: layer sizes and activations, an LSTM, head layers and the
     concat critic, so that a translated Ray 1.x ``model:`` can be read back before training.
@@ -241,7 +241,7 @@ def check_modules(
         raise UserError(
             f"the {'model ' + custom if custom else 'default model'} cannot be built for this env: "
             f"{type(err).__name__}: {err}",
-            "run with --debug for the traceback; see the README's table of spaces and default models",
+            "run with --debug for the traceback; see docs/environments.md's table of spaces and models",
         ) from err
     modules = dict(built.items()) if isinstance(built, MultiRLModule) else {DEFAULT_MODULE_ID: built}
     for agent, obs in first_obs.items():

@@ -27,7 +27,7 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
-from envsdk.envs.base import MASK_KEY, OBS_KEY, has_action_mask
+from envsdk.envs.keys import MASK_KEY, OBS_KEY, has_action_mask
 
 MIN_IMAGE_SIDE = 8  # pixels; smaller rank-3 boxes are flattened, not convolved
 ONEHOT = "onehot"

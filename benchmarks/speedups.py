@@ -1,0 +1,105 @@
+"""What each speed-up of envsdk.speedups buys: each measured in fresh processes, with every
+speed-up on and with that one off (``ENVSDK_NO_PATCHES=<name>``), in alternating rounds.
+
+- connector-frames: seconds to build configs/cartpole-ppo.yaml's Algorithm (its connectors);
+- polyak-in-place: env steps per second of configs/pendulum-sac.yaml (an update every step);
+- fused-adam: env steps per second of configs/cartpole-ppo.yaml (20 epochs an iteration).
+
+Writes a table into benchmarks/RESULTS.md.
+
+    python benchmarks/speedups.py [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import ROOT, append_results, env_steps_per_second, machine
+
+MEASURES = {  # speed-up -> (what is measured, config, higher is better)
+    "connector-frames": ("build", "cartpole-ppo.yaml", False),
+    "polyak-in-place": ("steps", "pendulum-sac.yaml", True),
+    "fused-adam": ("steps", "cartpole-ppo.yaml", True),
+}
+
+
+def child(what: str, config: str) -> float:
+    """One measurement in this (fresh) process."""
+    path = ROOT / "configs" / config
+    if what == "steps":
+        return env_steps_per_second(path, {})
+    from envsdk.config.experiment import load_experiments
+    from envsdk.internals import without_object_store
+    from envsdk.training.algorithm_config import build_config
+
+    built = build_config(load_experiments(path)[0], {})
+    with without_object_store():
+        start = time.perf_counter()
+        algo = built.algo_class(config=built.config)
+        took = time.perf_counter() - start
+        algo.stop()
+    return took
+
+
+def measure(what: str, config: str, off: str) -> float:
+    env = {**os.environ, "ENVSDK_NO_PATCHES": off, "OMP_NUM_THREADS": "1"}
+    out = subprocess.run(
+        [sys.executable, __file__, "--child", what, config],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    return float(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--child", nargs=2, metavar=("WHAT", "CONFIG"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        from envsdk import speedups
+
+        speedups.install()  # as train.py does
+        print(json.dumps(child(*args.child)))
+        return
+    rows = []
+    for name, (what, config, higher) in MEASURES.items():
+        runs: dict[str, list[float]] = {"on": [], "off": []}
+        for i in range(args.repeats):
+            for which in ("on", "off") if i % 2 == 0 else ("off", "on"):
+                runs[which].append(measure(what, config, name if which == "off" else ""))
+        on, off = float(np.median(runs["on"])), float(np.median(runs["off"]))
+        gain = on / off if higher else off / on
+        unit = "env steps/s" if what == "steps" else "s to build the Algorithm"
+        rows.append(
+            f"| {name} | {config}: {unit} | {off:,.2f} | {on:,.2f} | {gain:.2f}x |"
+            f" {', '.join(f'{v:,.2f}' for v in runs['off'])} / {', '.join(f'{v:,.2f}' for v in runs['on'])} |"
+        )
+    append_results(
+        [
+            f"### speedups: what each speed-up of envsdk.speedups buys, {datetime.date.today()}",
+            f"Machine: {machine()}. `python benchmarks/speedups.py --repeats {args.repeats}`: each figure"
+            " from a fresh process (OMP_NUM_THREADS=1), every speed-up on, or all but the one named off"
+            " (ENVSDK_NO_PATCHES=name); medians of alternating rounds.",
+            "",
+            "| speed-up | measured | without it | with it | gain | runs (without / with) |",
+            "|---|---|---|---|---|---|",
+            *rows,
+        ]
+    )
+
+
+if __name__ == "__main__":
+    main()

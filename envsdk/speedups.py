@@ -1,0 +1,89 @@
+"""Speed-ups of Ray, RLlib and torch that envsdk installs on its own training path, in the open.
+
+Importing envsdk changes no third-party object.  :func:`install` puts these in place; train.py
+and rollout.py call it once, and the ``on_environment_created`` hook (:func:`on_env_runner`) calls
+it in every process that builds an env runner (remote env runners, a Tune trial's process), which
+happens before that process builds its connectors and learners.  ``--dry-run`` lists them;
+``ENVSDK_NO_PATCHES=1`` turns them all off, ``ENVSDK_NO_PATCHES=fused-adam,polyak-in-place``
+some; ``benchmarks/speedups.py`` measures what each one buys.  Each is in :mod:`envsdk.internals`
+with the test of its assumption.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from envsdk import internals
+
+OFF = "ENVSDK_NO_PATCHES"
+
+SPEEDUPS: dict[str, tuple[Callable[[], None], str]] = {
+    "connector-frames": (
+        internals.connectors_find_their_caller_cheaply,
+        "connector pieces find their caller's frame without reading every frame's source",
+    ),
+    "polyak-in-place": (
+        internals.polyak_updates_in_place,
+        "target networks (DQN, SAC, APPO) blended in place",
+    ),
+    "fused-adam": (
+        internals.optimizers_fused_on_cpu,
+        "RLlib's default Adam optimizers stepped by torch's fused kernel on CPU",
+    ),
+}
+
+
+def wanted() -> list[str]:
+    """The speed-ups ``ENVSDK_NO_PATCHES`` leaves on (``1``: none; a comma list: all but those)."""
+    off = os.environ.get(OFF, "").strip()
+    if off == "1":
+        return []
+    skipped = {name.strip() for name in off.split(",") if name.strip()}
+    return [name for name in SPEEDUPS if name not in skipped]
+
+
+def install() -> list[str]:
+    """Install the wanted speed-ups in this process (idempotent); returns their names."""
+    names = wanted()
+    for name in names:
+        SPEEDUPS[name][0]()
+    return names
+
+
+def on_env_runner(**_: Any) -> None:
+    """``on_environment_created`` hook: :func:`install` in the env runner's process."""
+    install()
+
+
+def check_names() -> list[str]:
+    """Names in ``ENVSDK_NO_PATCHES`` that are no speed-up (a typo would silently keep one on)."""
+    off = os.environ.get(OFF, "").strip()
+    if off in ("", "1"):
+        return []
+    return [n.strip() for n in off.split(",") if n.strip() and n.strip() not in SPEEDUPS]
+
+
+@contextmanager
+def untracked_imports() -> Iterator[None]:
+    """No garbage collection while the block imports RLlib, and what it left frozen after.
+
+    Importing RLlib (torch, Ray, Tune) allocates about half a million objects, kept for the life
+    of the process: the collector runs hundreds of times during the import and frees nothing,
+    then every full collection of a training run walks them again.  train.py and rollout.py
+    import under this; ``ENVSDK_NO_PATCHES=1`` leaves the collector alone.
+    """
+    if os.environ.get(OFF, "").strip() == "1":
+        yield
+        return
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+        gc.freeze()
+    finally:
+        if collecting:
+            gc.enable()

@@ -1,0 +1,51 @@
+"""Exported brains as a Unity build runs them: the names of the brain files' index and mask input,
+and :class:`BrainPlayer`, which plays them with onnxruntime (the stand-in player's ``--brain``).
+The export itself, from a checkpoint, is envsdk's (``envsdk.evaluation.unity_brain``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MASKS = "action_masks"  # the input Unity feeds the discrete actions' masks through
+INDEX = "brains.json"  # behavior -> brain file, written beside the brains
+
+
+class BrainPlayer:
+    """Runs exported brains with onnxruntime: behavior -> actions, as a Unity build does."""
+
+    def __init__(self, source: Path, deterministic: bool = True):
+        folder = source if source.is_dir() else source.parent
+        index = json.loads((folder / INDEX).read_text()) if (folder / INDEX).is_file() else None
+        if index is None and source.is_dir():
+            raise FileNotFoundError(f"{source}: no {INDEX} (written by rollout.py --export-unity)")
+        self.deterministic = deterministic
+        self.files = {b: folder / e["file"] for b, e in index["behaviors"].items()} if index else {}
+        self.default = source if source.is_file() else None
+        self._sessions: dict[Path, Any] = {}
+
+    def act(
+        self, behavior: str, observations: list[np.ndarray], mask: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """A batch of agents' observations (one array per observation) -> (continuous, discrete)."""
+        import onnxruntime
+
+        path = self.files.get(behavior, self.default)
+        if path is None:
+            raise KeyError(f"no brain for behavior '{behavior}'")
+        if path not in self._sessions:
+            self._sessions[path] = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        session = self._sessions[path]
+        feeds = {f"obs_{i}": np.asarray(o, np.float32) for i, o in enumerate(observations)}
+        if mask is not None and any(i.name == MASKS for i in session.get_inputs()):
+            feeds[MASKS] = mask.astype(np.float32)
+        names = [o.name for o in session.get_outputs()]
+        out = dict(zip(names, session.run(None, feeds), strict=True))
+        prefix = "deterministic_" if self.deterministic else ""
+        batch = len(observations[0])
+        continuous = out.get(f"{prefix}continuous_actions", np.zeros((batch, 0), np.float32))
+        discrete = out.get(f"{prefix}discrete_actions", np.zeros((batch, 0), np.int64))
+        return continuous, discrete
