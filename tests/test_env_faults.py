@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -550,4 +551,37 @@ def test_a_unity_player_that_stops_answering_ends_the_run_and_leaves_nothing(tmp
     )
     assert time.monotonic() - began < 120
     _assert_nothing_left(str(ray_temp), str(standin_builds / "Chase"), *(["Xvfb"] if display == "on" else []))
+    shutil.rmtree(ray_temp, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_with_restarts_a_stalled_runner_is_replaced_counted_and_the_run_goes_on(faulty_module, tmp_path):
+    _, folder = faulty_module
+    (tmp_path / "faulty_env.py").write_text((folder / "faulty_env.py").read_text())
+    experiment = {
+        "faulty": {
+            "run": "PPO",
+            "env": "faulty_env.Faulty",
+            "stop": {"training_iteration": 4},
+            "config": {
+                "env_config": {"fault": "stall", "after": 300},  # every fresh runner stalls after 300 steps
+                "num_env_runners": 1,
+                "restart_failed_env_runners": True,
+                "train_batch_size": 200,
+                "minibatch_size": 100,
+                "num_epochs": 1,
+                "env_checks": {"stall_timeout_s": 3},
+            },
+        }
+    }
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(experiment))
+    ray_temp = Path(tempfile.mkdtemp(prefix="envsdk-rf-", dir="/tmp"))
+    args = ["-f", "exp.yaml", "--local-dir", str(tmp_path / "results"), "--temp-dir", str(ray_temp)]
+    out = run_train(args, cwd=tmp_path, timeout=300)
+    text = out.stdout + out.stderr
+    assert out.returncode == 0, text[-3000:]
+    restarts = re.search(r"env runners: (\d+) restarts, 1/1 healthy", out.stdout)
+    assert restarts and int(restarts.group(1)) >= 1, out.stdout[-2000:]
+    assert "EnvStalled: env 'faulty_env.Faulty' (env runner 1) has not returned from step()" in text
+    _assert_nothing_left(str(ray_temp))
     shutil.rmtree(ray_temp, ignore_errors=True)
