@@ -34,8 +34,8 @@ from envsdk.envs.guard import (
 from envsdk.errors import UserError, root_cause
 from envsdk.progress import HEALTH, health_note
 from envsdk.training.guards import (
-    FiniteActionInputs,
     PolicyDiverged,
+    check_action_inputs,
     check_learners,
     guard_env,
     with_learner_stats,
@@ -360,15 +360,13 @@ def test_the_stall_bound_follows_sample_timeout_and_refuses_a_longer_one_set_bes
 
 
 def test_non_finite_action_inputs_name_the_policy():
-    piece = FiniteActionInputs()
-    fine = {"action_dist_inputs": torch.zeros(4, 2)}
-    assert piece(rl_module=None, batch=fine, episodes=[]) is fine
+    check_action_inputs({"action_dist_inputs": torch.zeros(4, 2)})
     for batch, policy in [
         ({"action_dist_inputs": torch.tensor([[0.0, math.nan]])}, "default_policy"),
         ({"red": {"action_dist_inputs": {"a": torch.zeros(1), "b": torch.tensor([math.inf])}}}, "red"),
     ]:
         with pytest.raises(PolicyDiverged, match=f"policy '{policy}' produced NaN or infinite"):
-            piece(rl_module=None, batch=batch, episodes=[])
+            check_action_inputs(batch)
 
 
 def test_a_runner_whose_weights_are_nan_names_the_policy_instead_of_torch():

@@ -5,7 +5,7 @@ rewards) and the policy's (NaN or infinite outputs, a loss that diverged).
 
 * a :class:`envsdk.envs.guard.Guard` on every env runner's env (``on_environment_created``),
   with the ``env_checks:`` settings (:mod:`envsdk.config.env_checks`);
-* :class:`FiniteActionInputs`, the first piece of every module-to-env pipeline (put there by
+* :class:`GetActions` in place of RLlib's in every module-to-env pipeline (swapped in by
   :func:`arm_action_check`): a policy
   whose action-distribution inputs are NaN or infinite ends the run naming it, instead of
   torch's ``probability tensor contains either inf, nan`` from the sampling;
@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 import tree
-from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.module_to_env import GetActions as RLlibGetActions
 from ray.rllib.core.columns import Columns
 
 from envsdk import internals
@@ -83,17 +83,49 @@ def guard_env(*, env_runner: Any, bounds: str, stall_s: float, **_: Any) -> None
 
 
 def arm_action_check(*, env_runner: Any, **_: Any) -> None:
-    """``on_episode_created`` hook: put :class:`FiniteActionInputs` first in the runner's
-    module-to-env pipeline, once (RLlib puts custom pieces after its own ``GetActions``, which
-    samples from the inputs, and builds the pipeline after the env: this is the first event
-    after that)."""
+    """``on_episode_created`` hook: swap RLlib's ``GetActions`` in the runner's module-to-env
+    pipeline for :class:`GetActions`, which checks the inputs it samples from, once.  RLlib puts
+    custom pieces after ``GetActions`` and builds the pipeline after the env: this is the first
+    event after that.  A swap, not one more piece: RLlib times every piece of the pipeline, and
+    that timing alone would cost more than the check."""
     pipeline = internals.runner_module_to_env(env_runner)
-    if pipeline is not None and not any(isinstance(c, FiniteActionInputs) for c in pipeline.connectors):
-        pipeline.prepend(FiniteActionInputs())
+    if pipeline is None:
+        return
+    for i, piece in enumerate(pipeline.connectors):
+        if type(piece) is RLlibGetActions:
+            pipeline.connectors[i] = GetActions(piece.input_observation_space, piece.input_action_space)
 
 
-class FiniteActionInputs(ConnectorV2):
-    """Ends sampling when a policy's action-distribution inputs hold a NaN or an infinity."""
+def check_action_inputs(batch: dict[str, Any]) -> None:
+    """Raise :class:`PolicyDiverged` when a policy's action-distribution inputs hold a NaN or an
+    infinity (the module's outputs: one policy's, or ``{module_id: outputs}``)."""
+    if Columns.ACTION_DIST_INPUTS in batch:
+        _check(batch[Columns.ACTION_DIST_INPUTS], None)
+        return
+    for module_id, outputs in batch.items():
+        if isinstance(outputs, dict) and Columns.ACTION_DIST_INPUTS in outputs:
+            _check(outputs[Columns.ACTION_DIST_INPUTS], module_id)
+
+
+def _check(inputs: Any, module_id: Any) -> None:
+    if isinstance(inputs, torch.Tensor):
+        # Small 2-D batches (a few envs): summed in Python, cheaper than a torch reduction.
+        small = inputs.dim() == 2 and inputs.numel() <= SMALL_BATCH
+        if math.isfinite(sum(map(sum, inputs.tolist())) if small else inputs.sum().item()):
+            return
+    elif all(math.isfinite(float(leaf.sum())) for leaf in tree.flatten(inputs)):
+        return
+    name = module_id if module_id is not None else "default_policy"
+    raise PolicyDiverged(
+        f"policy '{name}' produced NaN or infinite action-distribution inputs: its weights diverged"
+        "; fix: lower lr, clip gradients (config: grad_clip: 0.5), or scale the rewards"
+        " (normalize_rewards: true) and observations (observation_filter: MeanStdFilter)"
+    )
+
+
+class GetActions(RLlibGetActions):
+    """RLlib's ``GetActions``, which first checks what it samples from (:func:`check_action_inputs`).
+    Named as RLlib's, so that its timer keeps RLlib's metric name."""
 
     def __call__(
         self,
@@ -105,28 +137,14 @@ class FiniteActionInputs(ConnectorV2):
         shared_data: dict | None = None,
         **kwargs: Any,
     ) -> Any:
-        if Columns.ACTION_DIST_INPUTS in batch:
-            self._check(batch[Columns.ACTION_DIST_INPUTS], None)
-        else:
-            for module_id, outputs in batch.items():
-                if isinstance(outputs, dict) and Columns.ACTION_DIST_INPUTS in outputs:
-                    self._check(outputs[Columns.ACTION_DIST_INPUTS], module_id)
-        return batch
-
-    @staticmethod
-    def _check(inputs: Any, module_id: Any) -> None:
-        if isinstance(inputs, torch.Tensor):
-            # Small 2-D batches (a few envs): summed in Python, cheaper than a torch reduction.
-            small = inputs.dim() == 2 and inputs.numel() <= SMALL_BATCH
-            if math.isfinite(sum(map(sum, inputs.tolist())) if small else inputs.sum().item()):
-                return
-        elif all(math.isfinite(float(leaf.sum())) for leaf in tree.flatten(inputs)):
-            return
-        name = module_id if module_id is not None else "default_policy"
-        raise PolicyDiverged(
-            f"policy '{name}' produced NaN or infinite action-distribution inputs: its weights diverged"
-            "; fix: lower lr, clip gradients (config: grad_clip: 0.5), or scale the rewards"
-            " (normalize_rewards: true) and observations (observation_filter: MeanStdFilter)"
+        check_action_inputs(batch)
+        return super().__call__(
+            rl_module=rl_module,
+            batch=batch,
+            episodes=episodes,
+            explore=explore,
+            shared_data=shared_data,
+            **kwargs,
         )
 
 
