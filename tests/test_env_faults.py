@@ -458,6 +458,20 @@ def _assert_nothing_left(*mentions: str) -> None:
     assert not left()
 
 
+def _write_faulty_run(faulty_module, folder: Path, iterations: int, **config) -> None:
+    """The faulty env's file and a small PPO experiment on it (exp.yaml) in ``folder``."""
+    (folder / "faulty_env.py").write_text((faulty_module[1] / "faulty_env.py").read_text())
+    experiment = {
+        "faulty": {
+            "run": "PPO",
+            "env": "faulty_env.Faulty",
+            "stop": {"training_iteration": iterations},
+            "config": {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1, **config},
+        }
+    }
+    (folder / "exp.yaml").write_text(yaml.safe_dump(experiment))
+
+
 def _runner_processes() -> list[int]:
     return [
         p
@@ -472,25 +486,15 @@ def _runner_processes() -> list[int]:
 def test_a_fault_ends_the_run_by_itself_with_its_line_and_no_process_left(
     faulty_module, tmp_path, fault, place, request
 ):
-    _, folder = faulty_module
-    (tmp_path / "faulty_env.py").write_text((folder / "faulty_env.py").read_text())
-    experiment = {
-        "faulty": {
-            "run": "PPO",
-            "env": "faulty_env.Faulty",
-            "stop": {"training_iteration": 6},
-            "config": {
-                "env_config": {"fault": fault, "after": 0 if fault == "huge-reward" else 300},
-                "num_env_runners": PLACES[place],
-                "train_batch_size": 200,
-                "minibatch_size": 100,
-                "num_epochs": 1,
-                "vf_clip_param": float("inf"),
-                "env_checks": {"stall_timeout_s": 4},
-            },
-        }
-    }
-    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(experiment))
+    _write_faulty_run(
+        faulty_module,
+        tmp_path,
+        iterations=6,
+        env_config={"fault": fault, "after": 0 if fault == "huge-reward" else 300},
+        num_env_runners=PLACES[place],
+        vf_clip_param=float("inf"),
+        env_checks={"stall_timeout_s": 4},
+    )
     ray_temp = Path(tempfile.mkdtemp(prefix="envsdk-rf-", dir="/tmp"))  # Ray's socket paths must be short
     args = ["-f", "exp.yaml", "--local-dir", str(tmp_path / "results")]
     args += ["--ray-address", request.getfixturevalue("ray_address")] if place == "cluster" else []
@@ -554,25 +558,15 @@ def test_a_unity_player_that_stops_answering_ends_the_run_and_leaves_nothing(tmp
 
 @pytest.mark.slow
 def test_with_restarts_a_stalled_runner_is_replaced_counted_and_the_run_goes_on(faulty_module, tmp_path):
-    _, folder = faulty_module
-    (tmp_path / "faulty_env.py").write_text((folder / "faulty_env.py").read_text())
-    experiment = {
-        "faulty": {
-            "run": "PPO",
-            "env": "faulty_env.Faulty",
-            "stop": {"training_iteration": 4},
-            "config": {
-                "env_config": {"fault": "stall", "after": 300},  # every fresh runner stalls after 300 steps
-                "num_env_runners": 1,
-                "restart_failed_env_runners": True,
-                "train_batch_size": 200,
-                "minibatch_size": 100,
-                "num_epochs": 1,
-                "env_checks": {"stall_timeout_s": 3},
-            },
-        }
-    }
-    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(experiment))
+    _write_faulty_run(
+        faulty_module,
+        tmp_path,
+        iterations=4,
+        env_config={"fault": "stall", "after": 300},  # every fresh runner stalls after 300 steps
+        num_env_runners=1,
+        restart_failed_env_runners=True,
+        env_checks={"stall_timeout_s": 3},
+    )
     ray_temp = Path(tempfile.mkdtemp(prefix="envsdk-rf-", dir="/tmp"))
     args = ["-f", "exp.yaml", "--local-dir", str(tmp_path / "results"), "--temp-dir", str(ray_temp)]
     out = run_train(args, cwd=tmp_path, timeout=300)
