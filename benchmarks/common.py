@@ -8,8 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "RESULTS.md"
+from report import RESULTS
+from report import ROOT as ROOT  # the benchmarks' shared root
+from report import write as write_page
+
 HEADER = "# Benchmark results\n\nEach section is written by the benchmark named in its title.\n\n"
 
 
@@ -26,11 +28,12 @@ def machine() -> str:
 
 
 def append_results(lines: list[str]) -> None:
-    """Print a benchmark's section and append it to RESULTS.md."""
+    """Print a benchmark's section, append it to RESULTS.md and refresh docs/performance.md's figures."""
     text = "\n".join(lines) + "\n"
     print(text)
     old = RESULTS.read_text() if RESULTS.exists() else HEADER
     RESULTS.write_text(old.rstrip() + "\n\n" + text)
+    write_page()
 
 
 def env_steps_per_second(
