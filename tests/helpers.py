@@ -261,7 +261,12 @@ def built_config(
             "env_config": {"obs": obs, "act": act, "mask": mask},
             "num_env_runners": 0,
             "train_batch_size": 16,
-            **({"num_steps_sampled_before_learning_starts": 16} if run in ("DQN", "SAC") else {}),
+            # DQN and SAC: 32 env steps an iteration, not RLlib's 1,000 and 100 (each step still learns)
+            **(
+                {"num_steps_sampled_before_learning_starts": 16, "min_sample_timesteps_per_iteration": 32}
+                if run in ("DQN", "SAC")
+                else {}
+            ),
             **config,
         },
     }

@@ -302,7 +302,9 @@ def test_a_users_own_buffer_keeps_rllibs_replay():
         .env_runners(num_env_runners=0)
         .training(train_batch_size=16, replay_buffer_config={"type": f"{__name__}.UsersOwnBuffer"})
     )
-    config.update_from_dict({"num_steps_sampled_before_learning_starts": 20})
+    config.update_from_dict(
+        {"num_steps_sampled_before_learning_starts": 20, "min_sample_timesteps_per_iteration": 40}
+    )
     with internals.without_object_store():
         algo = off_policy.DQN(config=config)
         try:
@@ -329,7 +331,11 @@ def turn_config(run: str, act: str, **training):
     config.env_runners(num_env_runners=0)
     config.multi_agent(policies={"policy_x", "policy_y"}, policy_mapping_fn=policy_mapping)
     config.training(train_batch_size=16, **training)
-    config.update_from_dict({"num_steps_sampled_before_learning_starts": 20, "seed": 0})
+    config.rl_module(model_config={"fcnet_hiddens": [32]})
+    # 40 env steps an iteration (RLlib's defaults: DQN 1,000, SAC 100): each still learns at every step
+    config.update_from_dict(
+        {"num_steps_sampled_before_learning_starts": 20, "min_sample_timesteps_per_iteration": 40, "seed": 0}
+    )
     return config
 
 
@@ -456,7 +462,9 @@ def test_rllibs_multi_agent_replay_with_int_agent_ids_checkpoints(tmp_path):
         .training(train_batch_size=16, replay_buffer_config={"type": "MultiAgentEpisodeReplayBuffer"})
         .learners(learner_connector=lambda *spaces: PassThrough())
     )
-    config.update_from_dict({"num_steps_sampled_before_learning_starts": 20})
+    config.update_from_dict(
+        {"num_steps_sampled_before_learning_starts": 20, "min_sample_timesteps_per_iteration": 40}
+    )
     with internals.without_object_store():
         algo = off_policy.DQN(config=config)
         try:
