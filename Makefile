@@ -2,17 +2,20 @@
 #   make train   -> virtualenv + pinned install, then train configs/cartpole-ppo.yaml
 #   make test    -> virtualenv + pinned install, then the whole test suite
 PYTHON ?= python3
+# The torch build: cpu (PyTorch's CPU index), cuda (PyPI's build, CUDA packages pinned by
+# requirements-cuda.lock) or auto (cpu where that index answers, else PyPI's); see tools/torch_build.py.
+TORCH  ?= auto
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
 .PHONY: train test test-fast lint bench clean sysdeps docs
 
-$(STAMP): requirements.lock pyproject.toml
+$(STAMP): requirements.lock requirements-cuda.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# torch first and alone: 2.13.0 is the CPU build; unpinned torch pulls a multi-GB CUDA build.
-	$(PY) -m pip install -q torch==2.13.0
+	# torch first and alone, at the lock's version: an unpinned torch pulls a multi-GB CUDA build.
+	$(PY) tools/torch_build.py install $(TORCH)
 	$(PY) -m pip install -q -c requirements.lock -e '.[test]'
 	touch $(STAMP)
 

@@ -1,4 +1,4 @@
-"""docs/performance.md shows the newest run of each benchmark, as benchmarks/report.py writes it from RESULTS.md."""
+"""docs/performance.md shows the newest run of each benchmark, as benchmarks/report.py writes it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 from tests.helpers import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from report import BEGIN, END, existing_benchmarks, render, sections  # noqa: E402
+from report import BEGIN, END, existing_benchmarks, render, sections
 
 DIARY = """# Benchmark results
 
