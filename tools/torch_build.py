@@ -53,8 +53,8 @@ def pip(*args: str) -> None:
     subprocess.run([*PIP_INSTALL, *args], check=True)
 
 
-def install(choice: str) -> str:
-    """Install torch as ``choice`` says; returns the build that was used (``cpu`` or ``cuda``)."""
+def install(choice: str) -> None:
+    """Install torch as ``choice`` says."""
     torch = pinned_torch()
     if choice == "auto":
         choice = "cpu" if reachable(CPU_INDEX) else "cuda"
@@ -70,7 +70,15 @@ def install(choice: str) -> str:
         pip(torch, "--extra-index-url", CPU_INDEX, "-c", str(LOCK))
     else:
         pip(torch, "-c", str(LOCK), "-c", str(CUDA_LOCK))
-    return choice
+
+
+def installed() -> str:
+    """The torch this interpreter now imports, and its build."""
+    probe = "import torch; print(torch.__version__, torch.version.cuda or '')"
+    version, _, cuda = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.partition(" ")
+    return f"{version}, " + (f"the CUDA {cuda.strip()} build" if cuda.strip() else "the CPU build")
 
 
 def lock() -> None:
@@ -102,8 +110,8 @@ def main(argv: list[str]) -> int:
         lock()
         return 0
     if len(argv) == 2 and argv[0] == "install" and argv[1] in CHOICES:
-        build = install(argv[1])
-        print(f"torch: {pinned_torch()} ({build} build requested)")
+        install(argv[1])
+        print(f"torch: {installed()}")
         return 0
     print(f"usage: torch_build.py install {'|'.join(CHOICES)}  |  torch_build.py lock", file=sys.stderr)
     return 2
