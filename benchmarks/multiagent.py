@@ -7,7 +7,9 @@ runner's sampling time, and agent steps per second of the whole iteration
 Beside them, the same game stepped in this process with random actions (no
 protocol, no RLlib): the ceiling.  Also the number of progress.csv columns
 the run wrote (RLlib reports some metrics per agent id, and Unity gives an
-agent a new id every episode).  Writes a table into benchmarks/RESULTS.md.
+agent a new id every episode).  Each seed runs twice, alternating, like for like: as shipped,
+and without the ``episodes-converted-once`` speed-up (``ENVSDK_NO_PATCHES``), which is RLlib's
+own multi-agent sampling.  Writes a table into benchmarks/RESULTS.md.
 
     python benchmarks/multiagent.py [--iterations 5] [--seeds 0 1 2]
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime
+import os
 import statistics
 import subprocess
 import sys
@@ -55,17 +58,21 @@ def in_process_rate(agents: int, seconds: float = 2.0) -> float:
     return steps / (time.perf_counter() - start)
 
 
+SPEEDUP = "episodes-converted-once"  # the speed-up of RLlib's multi-agent sampling measured here
+
+
 def rllib_rates(
-    agents: int, iterations: int, seed: int, folder: Path, builds: Path
+    agents: int, iterations: int, seed: int, folder: Path, builds: Path, off: str = ""
 ) -> tuple[float, float, int]:
-    """(sampled agent steps/s of sampling time, agent steps/s of iteration time, progress.csv columns)."""
+    """(sampled agent steps/s of sampling time, agent steps/s of iteration time, progress.csv columns),
+    with the speed-ups named in ``off`` turned off."""
     args = f"['--agents', '{agents}', '--max-steps', '30']"
     proc = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "-f", str(CONFIG), "--stop-iters", str(iterations),
          "--stop-reward", "1000", f"--config.env_config.file_name={builds / 'Chase'}",
          f"--config.env_config.additional_args={args}",
          f"--config.seed={seed}", "--local-dir", str(folder)],
-        cwd=ROOT, capture_output=True, text=True, timeout=1200,
+        cwd=ROOT, capture_output=True, text=True, timeout=1200, env={**os.environ, "ENVSDK_NO_PATCHES": off},
     )  # fmt: skip
     if proc.returncode != 0:
         raise SystemExit(f"train.py failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -93,21 +100,21 @@ def main() -> None:
         builds = Path(tmp) / "builds"
         write_build(builds, "Chase", BUILDS["Chase"])
         for agents in AGENTS:
-            runs = []
-            for seed in args.seeds:
-                runs.append(
-                    rllib_rates(agents, args.iterations, seed, Path(tmp) / f"a{agents}-s{seed}", builds)
-                )
-                print(
-                    f"{agents} agents, seed {seed}: {runs[-1][0]:.0f} sampled/s, {runs[-1][1]:.0f} trained/s"
-                )
+            runs: dict[str, list[tuple[float, float, int]]] = {"ours": [], "rllib": []}
+            for i, seed in enumerate(args.seeds):
+                for which in ("ours", "rllib") if i % 2 == 0 else ("rllib", "ours"):
+                    folder = Path(tmp) / f"a{agents}-s{seed}-{which}"
+                    off = SPEEDUP if which == "rllib" else ""
+                    runs[which].append(rllib_rates(agents, args.iterations, seed, folder, builds, off))
+                    print(f"{agents} agents, seed {seed}, {which}: {runs[which][-1][0]:.0f} sampled/s")
             ceiling = in_process_rate(agents)
-            sampled = statistics.median(r[0] for r in runs)
-            whole = statistics.median(r[1] for r in runs)
-            columns = max(r[2] for r in runs)
+            sampled = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
+            whole = {k: statistics.median(r[1] for r in v) for k, v in runs.items()}
+            columns = max(r[2] for r in runs["ours"])
             rows.append(
-                f"| {agents} | {sampled:.0f} | {whole:.0f} | {ceiling:.0f} | "
-                f"{ceiling / sampled:.0f}x | {columns} |"
+                f"| {agents} | {sampled['ours']:.0f} | {sampled['rllib']:.0f} | "
+                f"{sampled['ours'] / sampled['rllib']:.2f}x | {whole['ours']:.0f} | {whole['rllib']:.0f} | "
+                f"{ceiling:.0f} | {ceiling / sampled['ours']:.0f}x | {columns} |"
             )
     append_results(
         [
@@ -117,11 +124,13 @@ def main() -> None:
             f"{' '.join(map(str, args.seeds))}`. {CONFIG.relative_to(ROOT)} (PPO, one remote env runner, "
             "train_batch_size 1000) with the stand-in's `--agents N`; medians over the seeds, iterations "
             "after the first. Sampled: agent steps per second of the env runner's sampling time. "
-            "Trained: agent steps per second of the whole iteration. In-process: the game alone.",
+            "Trained: agent steps per second of the whole iteration. In-process: the game alone. "
+            f"Each seed as shipped and with `ENVSDK_NO_PATCHES={SPEEDUP}` (RLlib's own sampling), "
+            "alternating, same seeds and iterations.",
             "",
-            "| agents | sampled (agent steps/s) | trained (agent steps/s) | in-process game | game / sampled "
-            "| progress.csv columns |",
-            "|---|---|---|---|---|---|",
+            "| agents | sampled | sampled, RLlib's | gain | trained | trained, RLlib's | in-process game "
+            "| game / sampled | progress.csv columns |",
+            "|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )

@@ -4,7 +4,9 @@ speed-up on and with that one off (``ENVSDK_NO_PATCHES=<name>``), in alternating
 - connector-frames: milliseconds spent in connector pieces' constructors while
   configs/cartpole-ppo.yaml's Algorithm is built (the part of the build it changes);
 - polyak-in-place: env steps per second of configs/pendulum-sac.yaml (an update every step);
-- fused-adam: env steps per second of configs/cartpole-ppo.yaml (20 epochs an iteration).
+- fused-adam: env steps per second of configs/cartpole-ppo.yaml (20 epochs an iteration);
+- episodes-converted-once: measured by benchmarks/multiagent.py, on and off, where it acts
+  (a remote runner sampling many agents' short episodes).
 
 Writes a table into benchmarks/RESULTS.md.
 

@@ -251,7 +251,7 @@ def connector_pieces(checkpoint: Path) -> list[Path]:
     return sorted(p.parent for p in checkpoint.joinpath(*ENV_TO_MODULE_PIECES).glob(f"*/{PIECE_CLASS_FILE}"))
 
 
-def convert_done_episodes_once(**_: Any) -> None:
+def convert_done_episodes_once() -> None:
     """Make a repeat ``MultiAgentEpisode.to_numpy()`` on an ended, converted episode a no-op.
 
     RLlib 2.60's ``MultiAgentEnvRunner._sample`` converts every episode that ended so far in a
@@ -259,8 +259,7 @@ def convert_done_episodes_once(**_: Any) -> None:
     grows with the square of the episodes it ends: games with short episodes and many agents
     sampled several times slower.  An ended episode takes no more data, and converting one twice
     changes nothing (tests/test_internals.py checks both), so the repeat is skipped.  Idempotent;
-    it is the ``on_environment_created`` hook of multi-agent runs, so every env runner's process
-    calls it once its env exists.
+    :mod:`envsdk.speedups` installs it (``episodes-converted-once``).
     """
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 

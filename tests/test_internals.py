@@ -538,6 +538,7 @@ PATCHED = {  # what envsdk.speedups replaces: module, attribute
     "connector-frames": ("ray.rllib.connectors.connector_v2", "inspect"),
     "polyak-in-place": ("ray.rllib.utils.torch_utils", "update_target_network"),
     "fused-adam": ("ray.rllib.core.learner.learner", "Learner.register_optimizer"),
+    "episodes-converted-once": ("ray.rllib.env.multi_agent_episode", "MultiAgentEpisode.to_numpy"),
 }
 
 PROBE = """
@@ -549,6 +550,7 @@ def get(module, path):
     return value
 patched = json.loads(sys.argv[1])
 import ray.rllib.connectors.connector_v2, ray.rllib.utils.torch_utils, ray.rllib.core.learner.learner
+import ray.rllib.env.multi_agent_episode
 before = {name: get(*where) for name, where in patched.items()}
 freeze = gc.get_freeze_count()
 import envsdk
@@ -562,7 +564,7 @@ print(json.dumps({name: get(*where) is before[name] for name, where in patched.i
 """
 
 
-@pytest.mark.parametrize("off", ["", "1", "fused-adam"])
+@pytest.mark.parametrize("off", ["", "1", "fused-adam", "episodes-converted-once"])
 def test_importing_envsdk_changes_nothing_and_install_changes_what_is_asked(off):
     from envsdk import speedups
 

@@ -38,7 +38,7 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.policy import PolicySpec
 
-from envsdk import internals, speedups
+from envsdk import speedups
 from envsdk.config import legacy, offline
 from envsdk.config.env_checks import EnvCheckSettings
 from envsdk.config.experiment import Experiment
@@ -1007,8 +1007,6 @@ def stage_hooks(b: Build) -> None:
     add_callback(config, "on_episode_end", episode_window.log_episode)
     window = episode_window.EpisodeWindow(config.metrics_num_episodes_for_smoothing)
     add_callback(config, "on_train_result", window, first=True)
-    if config.is_multi_agent:
-        add_callback(config, "on_environment_created", internals.convert_done_episodes_once)
     if not env_hooks.stable_agent_ids:
         add_callback(config, "on_sample_end", agent_metrics.drop_per_agent_metrics)
         add_callback(config, "on_train_result", agent_metrics.drop_agent_episode_metrics)
