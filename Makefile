@@ -5,7 +5,7 @@ PYTHON ?= python3
 # The torch build: cpu (PyTorch's CPU index), cuda (PyPI's build, CUDA packages pinned by
 # requirements-cuda.lock) or auto (cpu where that index answers, else PyPI's); see tools/torch_build.py.
 TORCH  ?= auto
-VENV   := .venv
+VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 

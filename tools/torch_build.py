@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -30,12 +31,26 @@ PYPI = "https://pypi.org/simple"
 CHOICES = ("cpu", "cuda", "auto")
 
 
+def pins(path: Path) -> dict[str, str]:
+    """A lock file's ``name==version`` lines, by normalized name (PEP 503: ``typing-extensions``)."""
+    found = {}
+    for line in path.read_text().splitlines():
+        name, sep, version = line.partition("==")
+        if sep and not line.startswith("#"):
+            found[normalized(name)] = version.strip()
+    return found
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name.strip()).lower()
+
+
 def pinned_torch() -> str:
     """``torch==X`` as requirements.lock pins it."""
-    for line in LOCK.read_text().splitlines():
-        if line.split("==")[0].strip().lower() == "torch":
-            return line.strip()
-    raise SystemExit(f"{LOCK.name} pins no torch")
+    version = pins(LOCK).get("torch")
+    if version is None:
+        raise SystemExit(f"{LOCK.name} pins no torch")
+    return f"torch=={version}"
 
 
 def reachable(url: str, timeout: float = 5.0) -> bool:
@@ -83,7 +98,7 @@ def installed() -> str:
 
 def lock() -> None:
     """Resolve the pinned torch on PyPI alone, and pin what it adds to requirements.lock's packages."""
-    locked = {line.split("==")[0].strip().lower() for line in LOCK.read_text().splitlines() if "==" in line}
+    locked = pins(LOCK)
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         env = {**os.environ, "PIP_CONFIG_FILE": os.devnull, "PIP_FIND_LINKS": "", "PIP_EXTRA_INDEX_URL": ""}
@@ -93,7 +108,7 @@ def lock() -> None:
     extra = sorted(
         f"{item['metadata']['name']}=={item['metadata']['version']}"
         for item in items
-        if item["metadata"]["name"].lower() not in locked
+        if normalized(item["metadata"]["name"]) not in locked
     )
     header = [
         f"# What PyPI's {pinned_torch()} (the CUDA build on Linux x86_64) installs beyond requirements.lock",
