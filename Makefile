@@ -35,12 +35,16 @@ sysdeps:
 train: $(STAMP)
 	$(PY) train.py -f configs/cartpole-ppo.yaml
 
+# The suite runs in $(TEST_WORKERS) pytest-xdist workers, a test file to each at a time (a file's
+# module fixtures train once), the longest files first; each worker has its own Ray head and
+# players (tests/conftest.py). TEST_WORKERS=0 runs it in this process.
+TEST_WORKERS ?= 2
 test: $(STAMP) sysdeps
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet --site-dir site
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 
 # The tests that need no trained run, Unity player or cluster: about a minute, under two on a busy
 # 2-core machine (tests/conftest.py fails an unmarked test that builds an Algorithm).

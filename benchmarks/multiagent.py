@@ -1,11 +1,13 @@
-"""Agent steps per second through RLlib's multi-agent path on the Unity stand-in, 1 and 16 agents.
+"""Agent steps per second through RLlib's multi-agent path: the Unity stand-in with 1 and 16
+agents, and a PettingZoo Parallel game.
 
 configs/unity-chase.yaml as users run it (PPO, one remote env runner), with
-``--agents 1`` and ``--agents 16``: agent steps sampled per second of the env
-runner's sampling time, and agent steps per second of the whole iteration
-(sampling + learning), from progress.csv over the iterations after the first.
-Beside them, the same game stepped in this process with random actions (no
-protocol, no RLlib): the ceiling.  Also the number of progress.csv columns
+``--agents 1`` and ``--agents 16``, and PettingZoo's knights_archers_zombies_v11
+(4 agents, a Parallel env) by name with the same settings: agent steps sampled
+per second of the env runner's sampling time, and agent steps per second of the
+whole iteration (sampling + learning), from progress.csv over the iterations
+after the first.  Beside them, the same game stepped in this process with
+random actions (no protocol, no RLlib): the ceiling.  Also the number of progress.csv columns
 the run wrote (RLlib reports some metrics per agent id, and Unity gives an
 agent a new id every episode).  Each seed runs twice, alternating, like for like: as shipped,
 and without the ``episodes-converted-once`` speed-up (``ENVSDK_NO_PATCHES``), which is RLlib's
@@ -28,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, append_results, machine
@@ -37,10 +40,11 @@ from unity_bridge.standin.game import make_game
 
 CONFIG = ROOT / "configs" / "unity-chase.yaml"
 AGENTS = (1, 16)
+PETTINGZOO_CONFIG = {"max_cycles": 200}  # the PettingZoo game's env_config
 
 
-def in_process_rate(agents: int, seconds: float = 2.0) -> float:
-    """Agent steps per second of the game alone, random legal actions, every agent every frame."""
+def chase_rate(agents: int, seconds: float = 2.0) -> float:
+    """Agent steps per second of the stand-in game alone, random legal actions, every agent every frame."""
     game = make_game("chase", agents=agents, seed=0, decision_period=1, max_steps=30, actions="discrete")
     game.reset()
     rng = np.random.default_rng(0)
@@ -58,25 +62,63 @@ def in_process_rate(agents: int, seconds: float = 2.0) -> float:
     return steps / (time.perf_counter() - start)
 
 
+def pettingzoo_rate(seconds: float = 2.0) -> float:
+    """Agent steps per second of the PettingZoo game alone, random actions, every live agent."""
+    from pettingzoo.butterfly import knights_archers_zombies_v11
+
+    env = knights_archers_zombies_v11.parallel_env(**PETTINGZOO_CONFIG)
+    env.reset(seed=0)
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        if not env.agents:
+            env.reset()
+        actions = {agent: env.action_space(agent).sample() for agent in env.agents}
+        env.step(actions)
+        steps += len(actions)
+    return steps / (time.perf_counter() - start)
+
+
+def chase_args(agents: int, builds: Path) -> list[str]:
+    extra = f"['--agents', '{agents}', '--max-steps', '30']"
+    return ["-f", str(CONFIG), f"--config.env_config.file_name={builds / 'Chase'}",
+            f"--config.env_config.additional_args={extra}"]  # fmt: skip
+
+
+def pettingzoo_args(folder: Path) -> list[str]:
+    """The PettingZoo game by name, with unity-chase.yaml's algorithm, runner and batch settings."""
+    shipped = next(iter(yaml.safe_load(CONFIG.read_text()).values()))
+    keys = ("num_env_runners", "train_batch_size", "minibatch_size", "num_epochs")
+    experiment = {
+        "kaz": {
+            "run": shipped["run"],
+            "env": "pettingzoo.butterfly.knights_archers_zombies_v11",
+            "config": {
+                "env_config": PETTINGZOO_CONFIG,
+                **{k: shipped["config"][k] for k in keys if k in shipped["config"]},
+            },
+        }
+    }
+    path = folder / "kaz.yaml"
+    path.write_text(yaml.safe_dump(experiment))
+    return ["-f", str(path)]
+
+
 SPEEDUP = "episodes-converted-once"  # the speed-up of RLlib's multi-agent sampling measured here
 
 
 def rllib_rates(
-    agents: int, iterations: int, seed: int, folder: Path, builds: Path, off: str = ""
+    game: list[str], iterations: int, seed: int, folder: Path, off: str = ""
 ) -> tuple[float, float, int]:
-    """(sampled agent steps/s of sampling time, agent steps/s of iteration time, progress.csv columns),
-    with the speed-ups named in ``off`` turned off."""
-    args = f"['--agents', '{agents}', '--max-steps', '30']"
+    """(sampled agent steps/s of sampling time, agent steps/s of iteration time, progress.csv columns)
+    of train.py with the arguments ``game``, with the speed-ups named in ``off`` turned off."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "-f", str(CONFIG), "--stop-iters", str(iterations),
-         "--stop-reward", "1000", f"--config.env_config.file_name={builds / 'Chase'}",
-         f"--config.env_config.additional_args={args}",
-         f"--config.seed={seed}", "--local-dir", str(folder)],
+        [sys.executable, str(ROOT / "train.py"), *game, "--stop-iters", str(iterations),
+         "--stop-reward", "1000", f"--config.seed={seed}", "--local-dir", str(folder / "results")],
         cwd=ROOT, capture_output=True, text=True, timeout=1200, env={**os.environ, "ENVSDK_NO_PATCHES": off},
     )  # fmt: skip
     if proc.returncode != 0:
         raise SystemExit(f"train.py failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
-    (progress,) = folder.glob("*/*/progress.csv")
+    (progress,) = folder.glob("results/*/*/progress.csv")
     with progress.open() as fh:
         rows = list(csv.DictReader(fh))
     columns = len(rows[0])
@@ -99,38 +141,52 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         builds = Path(tmp) / "builds"
         write_build(builds, "Chase", BUILDS["Chase"])
-        for agents in AGENTS:
+        games = {
+            **{
+                f"Unity stand-in (Chase) | {n}": (chase_args(n, builds), lambda n=n: chase_rate(n))
+                for n in AGENTS
+            },
+            "PettingZoo Parallel (knights_archers_zombies_v11) | 4": (
+                pettingzoo_args(Path(tmp)),
+                pettingzoo_rate,
+            ),
+        }
+        for name, (game, ceiling_rate) in games.items():
             runs: dict[str, list[tuple[float, float, int]]] = {"ours": [], "rllib": []}
             for i, seed in enumerate(args.seeds):
                 for which in ("ours", "rllib") if i % 2 == 0 else ("rllib", "ours"):
-                    folder = Path(tmp) / f"a{agents}-s{seed}-{which}"
+                    folder = Path(tmp) / f"{len(rows)}-s{seed}-{which}"
                     off = SPEEDUP if which == "rllib" else ""
-                    runs[which].append(rllib_rates(agents, args.iterations, seed, folder, builds, off))
-                    print(f"{agents} agents, seed {seed}, {which}: {runs[which][-1][0]:.0f} sampled/s")
-            ceiling = in_process_rate(agents)
+                    runs[which].append(rllib_rates(game, args.iterations, seed, folder, off))
+                    label = name.replace(" | ", ", ")
+                    print(f"{label} agents, seed {seed}, {which}: {runs[which][-1][0]:.0f} sampled/s")
+            ceiling = ceiling_rate()
             sampled = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
             whole = {k: statistics.median(r[1] for r in v) for k, v in runs.items()}
             columns = max(r[2] for r in runs["ours"])
             rows.append(
-                f"| {agents} | {sampled['ours']:.0f} | {sampled['rllib']:.0f} | "
+                f"| {name} | {sampled['ours']:.0f} | {sampled['rllib']:.0f} | "
                 f"{sampled['ours'] / sampled['rllib']:.2f}x | {whole['ours']:.0f} | {whole['rllib']:.0f} | "
                 f"{ceiling:.0f} | {ceiling / sampled['ours']:.0f}x | {columns} |"
             )
     append_results(
         [
-            "### multiagent: agent steps per second on the Unity stand-in through RLlib, "
+            "### multiagent: agent steps per second on the Unity stand-in and a PettingZoo game "
+            "through RLlib, "
             f"{datetime.date.today()}",
             f"Machine: {machine()}. `python benchmarks/multiagent.py --iterations {args.iterations} --seeds "
             f"{' '.join(map(str, args.seeds))}`. {CONFIG.relative_to(ROOT)} (PPO, one remote env runner, "
-            "train_batch_size 1000) with the stand-in's `--agents N`; medians over the seeds, iterations "
+            "train_batch_size 1000) with the stand-in's `--agents N`, and PettingZoo's "
+            "knights_archers_zombies_v11 (max_cycles 200) by name with the same settings; medians over the "
+            "seeds, iterations "
             "after the first. Sampled: agent steps per second of the env runner's sampling time. "
             "Trained: agent steps per second of the whole iteration. In-process: the game alone. "
             f"Each seed as shipped and with `ENVSDK_NO_PATCHES={SPEEDUP}` (RLlib's own sampling), "
             "alternating, same seeds and iterations.",
             "",
-            "| agents | sampled | sampled, RLlib's | gain | trained | trained, RLlib's | in-process game "
-            "| game / sampled | progress.csv columns |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| game | agents | sampled | sampled, RLlib's | gain | trained | trained, RLlib's "
+            "| in-process game | game / sampled | progress.csv columns |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )

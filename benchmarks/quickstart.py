@@ -53,7 +53,7 @@ def _block(text: str) -> str:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--runs", type=int, default=12)
     args = p.parse_args()
     runs = [one_run() for _ in range(args.runs)]
     for _, steps, seconds, wall in runs:

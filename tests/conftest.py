@@ -7,6 +7,7 @@ and the cluster-join path is exercised on every run).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -56,6 +57,12 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[CHECKOUT] = _checkout_changes()
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The xdist controller runs no test: its players' folder, made on import, is still empty."""
+    with contextlib.suppress(OSError):
+        PLAYERS.rmdir()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """No test writes into the checkout: a file or folder that appeared during the session fails it."""
     appeared = _checkout_changes() - session.config.stash.get(CHECKOUT, set())
@@ -72,11 +79,24 @@ def fresh_notices() -> None:
     notices._seen.clear()
 
 
+# The files that train for minutes (a module fixture of many runs, or learning to a return), longest
+# first: `make test`'s workers take files in collection order (--no-loadscope-reorder), so these
+# start first and no worker is left with one of them while the other has nothing to do.
+LONGEST_FIRST = [
+    "test_corpus.py", "test_spaces.py", "test_configs.py", "test_self_play.py", "test_unity_training.py",
+    "test_ecosystem.py", "test_env_faults.py", "test_transition_replay.py", "test_rollout.py",
+    "test_training.py", "test_internals.py", "test_offline.py",
+]  # fmt: skip
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark what needs Ray (or is marked by its module) as slow: ``make test-fast`` runs the rest."""
+    """Mark what needs Ray (or is marked by its module) as slow: ``make test-fast`` runs the rest.
+    The files of LONGEST_FIRST come first, in its order."""
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture(autouse=True)

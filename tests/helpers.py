@@ -19,9 +19,23 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-# The stand-in players of this test session: outside the checkout, found through the bridge's
-# player path (subprocesses inherit it); conftest's standin_builds writes them.
-PLAYERS = Path(os.environ.setdefault("ENVSDK_PLAYER_PATH", tempfile.mkdtemp(prefix="envsdk-players-")))
+# `make test` runs the suite in pytest-xdist workers (gw0, gw1, ...); every process a worker
+# starts (train.py, Ray's head and workers, players, Xvfb) inherits this variable.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+
+
+def _players_folder() -> Path:
+    """The stand-in players of this test session (of this worker, under xdist): outside the
+    checkout, found through the bridge's player path, which subprocesses inherit; conftest's
+    standin_builds writes them and removes them when the session (the worker) ends."""
+    path = os.environ.get("ENVSDK_PLAYER_PATH") or tempfile.mkdtemp(prefix="envsdk-players-")
+    if WORKER and not path.endswith(f"-{WORKER}"):  # the controller's folder, inherited: one each
+        path = f"{path}-{WORKER}"
+    os.environ["ENVSDK_PLAYER_PATH"] = path
+    return Path(path)
+
+
+PLAYERS = _players_folder()
 
 
 needs_xvfb = pytest.mark.skipif(
@@ -35,13 +49,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _ours(proc: Path) -> bool:
+    """Whether a process belongs to this xdist worker (any process, outside xdist): started by it,
+    or by what it started, all of which inherit its PYTEST_XDIST_WORKER."""
+    mark = f"\0PYTEST_XDIST_WORKER={WORKER}\0".encode()
+    return not WORKER or mark in b"\0" + (proc / "environ").read_bytes()
+
+
 def processes_mentioning(text: str) -> list[int]:
-    """Pids of the processes whose command line contains ``text`` (Ray's carry their temp dir)."""
+    """Pids of this worker's processes whose command line contains ``text`` (Ray's carry their
+    temp dir)."""
     found = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit() and int(proc.name) != os.getpid():
             with contextlib.suppress(OSError):
-                if text.encode() in (proc / "cmdline").read_bytes():
+                if text.encode() in (proc / "cmdline").read_bytes() and _ours(proc):
                     found.append(int(proc.name))
     return found
 
@@ -138,15 +160,16 @@ def tensorboard_scalars(trial: Path) -> dict[str, dict[int, float]]:
 
 
 def player_pids() -> set[int]:
-    """Stand-in players and Xvfb servers running right now (to check nothing is left behind)."""
+    """This worker's stand-in players and Xvfb servers running right now (to check nothing is
+    left behind)."""
     found = set()
     for status in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             cmd = status.read_bytes().replace(b"\0", b" ")
+            if (b"unity_bridge.standin.player" in cmd or cmd.startswith(b"Xvfb")) and _ours(status.parent):
+                found.add(int(status.parent.name))
         except OSError:
             continue
-        if b"unity_bridge.standin.player" in cmd or cmd.startswith(b"Xvfb"):
-            found.add(int(status.parent.name))
     return found
 
 

@@ -5,7 +5,8 @@ from Ray 0.8 to 2.x (``tests/corpus/SOURCES.md`` names the file each one
 follows).  Every file either
 
 * trains for 2 iterations with env steps sampled in each of its trials
-  (all such files run in one ``train.py`` with several ``-f``), or
+  (all such files run in one ``train.py`` with several ``-f``, as short as their
+  algorithm allows), or
 * exits with status 2 before Ray starts, with an ``error:`` line that carries
   one of the phrases of docs/yaml.md's "What cannot run" table.
 
@@ -45,7 +46,7 @@ REFUSED = {
 TRAINED = sorted(p.name for p in CORPUS.glob("*.yaml") if p.name not in REFUSED)
 EXTERNAL = sorted(Path(os.environ["ENVSDK_CORPUS"]).glob("*.y*ml")) if os.environ.get("ENVSDK_CORPUS") else []
 
-# The trainable files run in one train.py process, which the first test waits for (about 7 min).
+# The trainable files run in one train.py process, which the first test waits for (3-5 min).
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
@@ -93,7 +94,15 @@ def test_missing_offline_data_is_named():
     assert "'tests/data/pendulum/enormous.zip'" in refuse(CORPUS / "pendulum-cql.yaml").stderr
 
 
-FLAGS = ["--stop-iters", "2"]
+# Two short iterations. IMPALA and APPO would fill each to RLlib's min_time_s_per_iteration of 10 s
+# (six trials: two minutes), and the Ray 1.x SAC and DQN files sample 1,000 steps an iteration with
+# an update each (pendulum-sac: 45 s). 1 s leaves the asynchronous runners time to deliver (with 0,
+# an iteration ends before any sample arrives); 2 x 600 steps pass every file's learning start.
+FLAGS = [
+    "--stop-iters", "2",
+    "--config.min_time_s_per_iteration=1",
+    "--config.min_sample_timesteps_per_iteration=600",
+]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

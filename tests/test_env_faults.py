@@ -561,19 +561,83 @@ def test_with_restarts_a_stalled_runner_is_replaced_counted_and_the_run_goes_on(
     _write_faulty_run(
         faulty_module,
         tmp_path,
-        iterations=4,
+        iterations=40,
         env_config={"fault": "stall", "after": 300},  # every fresh runner stalls after 300 steps
         num_env_runners=1,
         restart_failed_env_runners=True,
         env_checks={"stall_timeout_s": 3},
     )
+    # Each runner delivers one sample of 200 steps and stalls in its second: 400 steps need a fresh
+    # runner, however long it takes to start on a busy machine (the iterations cap it).
+    experiment = yaml.safe_load((tmp_path / "exp.yaml").read_text())
+    experiment["faulty"]["stop"]["num_env_steps_sampled_lifetime"] = 400
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(experiment))
     ray_temp = Path(tempfile.mkdtemp(prefix="envsdk-rf-", dir="/tmp"))
     args = ["-f", "exp.yaml", "--local-dir", str(tmp_path / "results"), "--temp-dir", str(ray_temp)]
     out = run_train(args, cwd=tmp_path, timeout=300)
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
+    assert re.search(r"^done: faulty: return [\d.]+ after ([4-9]\d\d|[\d,]{5,}) env steps", out.stdout, re.M)
     restarts = re.search(r"env runners: (\d+) restarts, 1/1 healthy", out.stdout)
     assert restarts and int(restarts.group(1)) >= 1, out.stdout[-2000:]
     assert "EnvStalled: env 'faulty_env.Faulty' (env runner 1) has not returned from step()" in text
     _assert_nothing_left(str(ray_temp))
     shutil.rmtree(ray_temp, ignore_errors=True)
+
+
+class _Algo:
+    """What check_result reads of an Algorithm: its config."""
+
+    def __init__(self, runners: int = 1) -> None:
+        self.config = type("Config", (), {"num_env_runners": runners, "sample_timeout_s": 60.0})()
+
+
+def _result(sampled: float | None, healthy: int = 1, restarts: int = 0) -> dict:
+    runners = {} if sampled is None else {"num_env_steps_sampled": sampled}
+    return {
+        "env_runners": runners,
+        "fault_tolerance": {"num_healthy_workers": healthy, "num_remote_worker_restarts": restarts},
+    }
+
+
+@pytest.mark.parametrize("nothing", [0, math.nan, None], ids=["zero", "nan", "missing"])
+def test_an_iteration_with_no_sampled_count_is_empty(nothing):
+    """RLlib reports NaN steps when no runner delivered: that is an empty iteration, like 0."""
+    from envsdk.progress import HEALTH
+    from envsdk.training.failures import check_result
+
+    algo = _Algo()
+    for expected in (1, 2):
+        result = _result(nothing)
+        check_result(algorithm=algo, result=result, allowed=3)
+        assert result[HEALTH]["empty_iterations"] == expected
+    result = _result(200)
+    check_result(algorithm=algo, result=result, allowed=3)
+    assert result[HEALTH]["empty_iterations"] == 0
+
+
+def test_a_restarting_runner_gets_its_grace_and_then_the_run_ends(monkeypatch):
+    from envsdk.training import failures
+
+    algo = _Algo()
+    for _ in range(8):  # a fresh runner that takes a while to start: empty iterations, no error
+        failures.check_result(algorithm=algo, result=_result(math.nan, healthy=0), allowed=3)
+    monkeypatch.setattr(failures, "RESTART_GRACE_S", 0.0)
+    with pytest.raises(failures.EnvRunnersFailed, match=r"9 iteration\(s\) in a row .* 0 of 1 healthy"):
+        failures.check_result(algorithm=algo, result=_result(math.nan, healthy=0), allowed=3)
+    # a fresh runner that started and delivered nothing either (its env fails again): no grace
+    again = _Algo()
+    for restarts in range(failures.EMPTY_ITERATIONS_ALLOWED):
+        failures.check_result(algorithm=again, result=_result(math.nan, 0, restarts), allowed=3)
+    monkeypatch.setattr(failures, "RESTART_GRACE_S", 3600.0)
+    with pytest.raises(failures.EnvRunnersFailed, match=r"4 iteration\(s\) in a row .*3 env runner restart"):
+        failures.check_result(algorithm=again, result=_result(math.nan, 0, 3), allowed=3)
+    # without restarts asked for, a dead runner's first empty iteration ends the run
+    with pytest.raises(failures.EnvRunnersFailed, match=r"1 iteration\(s\) in a row"):
+        failures.check_result(algorithm=_Algo(), result=_result(math.nan, healthy=0), allowed=0)
+    # healthy runners that deliver nothing: the 4th empty iteration ends the run
+    healthy = _Algo()
+    for _ in range(failures.EMPTY_ITERATIONS_ALLOWED):
+        failures.check_result(algorithm=healthy, result=_result(0), allowed=3)
+    with pytest.raises(failures.EnvRunnersFailed, match="within sample_timeout_s"):
+        failures.check_result(algorithm=healthy, result=_result(0), allowed=3)

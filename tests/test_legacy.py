@@ -295,6 +295,31 @@ def test_a_modelv2_option_and_its_new_name_together_exit_2(tmp_path, capsys):
     )
 
 
+@pytest.mark.parametrize(
+    ("in_file", "on_command_line"),
+    [
+        ("timesteps_per_iteration", "min_sample_timesteps_per_iteration"),
+        ("min_sample_timesteps_per_iteration", "timesteps_per_iteration"),
+    ],
+)
+def test_a_command_line_override_wins_over_the_files_spelling_of_its_setting(
+    tmp_path, capsys, in_file, on_command_line
+):
+    path = tmp_path / "exp.yaml"
+    path.write_text(experiment("DQN", "CartPole-v1", f"{in_file}: 1000\nlr: 0.001"))
+    (exp,) = load_experiments(path)
+    built = build_config(exp, {on_command_line: 300})
+    assert built.config.min_sample_timesteps_per_iteration == 300
+    assert f"notice: --config.{on_command_line} overrides {path}:5: '{in_file}' (the same setting)" in (
+        capsys.readouterr().err
+    )
+    path.write_text(experiment("DQN", "CartPole-v1", f"{in_file}: 1000\n{on_command_line}: 300"))
+    assert run_cli(main, ["-f", str(path), "--dry-run"]) == 2  # two spellings in one file: which?
+    assert f"{path}:6: '{on_command_line}' sets 'min_sample_timesteps_per_iteration', which {path}:5" in (
+        capsys.readouterr().err
+    )
+
+
 def test_a_renamed_modelv2_option_is_checked_under_its_new_name(tmp_path, capsys):
     path = tmp_path / "exp.yaml"
     path.write_text(experiment("PPO", "CartPole-v1", "model:\n  post_fcnet_hiddens: 16"))

@@ -25,6 +25,11 @@ def _flat(doc: dict, prefix: str = "") -> set[str]:
     return keys
 
 
+# CPU and memory use, which Ray's UtilMonitor samples every 0.7 s in either runner: present in a
+# result only when its iteration outlasted a sample (on a busy machine, either runner's may).
+TIMED = "perf/"
+
+
 def _folder(trial: Path) -> dict:
     files = {
         re.sub(r"^events\.out\.tfevents\..*", "events.out.tfevents", str(p.relative_to(trial)))
@@ -32,13 +37,13 @@ def _folder(trial: Path) -> dict:
         if p.is_file()
     }
     with (trial / "progress.csv").open() as f:
-        columns = set(next(csv.reader(f)))
+        columns = {c for c in next(csv.reader(f)) if not c.startswith(TIMED)}
     results = [json.loads(line) for line in (trial / "result.json").read_text().splitlines()]
     checkpoint = trial / "checkpoint_000001"
     return {
         "files": files - TUNE_ONLY,
         "columns": columns,
-        "result keys": {k for k in _flat(results[-1]) if not k.startswith("config/")},
+        "result keys": {k for k in _flat(results[-1]) if not k.startswith(("config/", TIMED))},
         "iterations": [r["training_iteration"] for r in results],
         "params": set(json.loads((trial / "params.json").read_text())),
         "manifest": set(json.loads((checkpoint / "envsdk_checkpoint.json").read_text())),

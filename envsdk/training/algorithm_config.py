@@ -255,15 +255,17 @@ def _resolve_callbacks(values: dict[str, Any], paths: list[Path]) -> None:
 class _Translation:
     """The keys translated so far (with their YAML lines) and, per new name, the YAML's name."""
 
-    def __init__(self, raw: LineDict):
+    def __init__(self, raw: LineDict, overridden: frozenset[str] = frozenset()):
         self.raw = raw
+        self.overridden = overridden
         self.out = LineDict()
         self.out.source = raw.source
         self.spelled: dict[str, str] = {}
 
     def put(self, key: str, value: Any, old: str) -> None:
-        """``out[key] = value`` from the YAML's key ``old``: mappings merge, a schedule wins, two
-        YAML keys for one setting are an error."""
+        """``out[key] = value`` from the YAML's key ``old``: mappings merge, a schedule wins, a
+        command-line ``--config.KEY`` wins over the file's key for its setting in any spelling,
+        two YAML keys for one setting are an error."""
         out, spelled = self.out, self.spelled
         if key in out and isinstance(out[key], dict) and isinstance(value, dict):
             for inner, given in value.items():  # e.g. Q_model and policy_model into model_config
@@ -274,6 +276,11 @@ class _Translation:
             return
         if key in out and old in legacy.CONFIG_KEYS and key in SCHEDULED:
             notice(f"config key '{old}' replaces '{key}': the schedule wins, as in Ray 1.x")
+        elif key in out and self.overridden & {old, spelled[key]}:
+            given, dropped = (old, spelled[key]) if old in self.overridden else (spelled[key], old)
+            notice(f"--config.{given} overrides {self.raw.where(dropped)}: '{dropped}' (the same setting)")
+            if given != old:
+                return
         elif key in out:
             first = self.raw.where(spelled[key])
             raise UserError(
@@ -324,16 +331,21 @@ def _translate_key(
 
 
 def translate(
-    raw: LineDict, valid: set[str], algorithm: str, lenient: bool = False
+    raw: LineDict,
+    valid: set[str],
+    algorithm: str,
+    lenient: bool = False,
+    overridden: frozenset[str] = frozenset(),
 ) -> tuple[LineDict, dict[str, str]]:
     """Ray 1.x keys -> 2.60 keys and values (:mod:`envsdk.config.legacy`), each with one notice.
 
     Returns the translated mapping (keeping each key's line) and new name ->
     the YAML's name.  Unknown keys are errors naming file:line, or with
     ``lenient`` (``--translate-algo``: the file was written for another
-    algorithm) dropped with a notice.
+    algorithm) dropped with a notice.  ``overridden``: the keys given on the
+    command line, which win over the file's spelling of the same setting.
     """
-    t = _Translation(raw)
+    t = _Translation(raw, overridden)
     for key, value in raw.items():
         _translate_key(t, key, value, valid, algorithm, lenient)
     out = t.out
@@ -818,7 +830,11 @@ def stage_translate(b: Build, overrides: dict[str, Any]) -> None:
     b.raw = raw
     b.default_config = b.algo_class.get_default_config()
     b.values, b.spelled = translate(
-        raw, valid_keys(b.default_config), exp.run, lenient=exp.translated_from is not None
+        raw,
+        valid_keys(b.default_config),
+        exp.run,
+        lenient=exp.translated_from is not None,
+        overridden=frozenset(overrides),
     )
     b.user_keys = set(b.values)
     offline.prepare(b.values, exp.run, exp.base_dir)

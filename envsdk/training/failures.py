@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import math
 import os
 import time
 import traceback
@@ -41,6 +42,8 @@ from envsdk.training.callbacks import add_callback
 ERRORS_DIR = "env_runner_errors"
 EMPTY_ITERATIONS_ALLOWED = 3  # iterations in a row that may sample nothing (with restarts asked for, or
 # without a failure: runners slower than sample_timeout_s)
+RESTART_GRACE_S = 120.0  # with restarts asked for, how long a fresh runner may take to start (a new
+# process that imports RLlib and builds its env: seconds, or a minute on a machine that is busy)
 SAMPLED = "env_runners/num_env_steps_sampled"
 USER_KEYS = ("restart_failed_env_runners", "ignore_env_runner_failures")
 
@@ -125,12 +128,23 @@ def explain(message: str, folder: Path | None, since: float) -> str:
     return f"{message}; {runner}" if message.startswith(EnvRunnersFailed.__name__) else runner
 
 
-_empty_streaks: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+# per algorithm: (empty iterations in a row, time.monotonic() when the first of them ended, the
+# restarts counted then)
+_empty_streaks: weakref.WeakKeyDictionary[Any, tuple[int, float, int]] = weakref.WeakKeyDictionary()
+
+
+def _sampled_nothing(result: dict[str, Any]) -> bool:
+    """No env step in the iteration's result: 0, or no count at all (NaN or missing: RLlib reports NaN
+    when no runner delivered)."""
+    sampled = lookup(result, SAMPLED)
+    return not sampled or (isinstance(sampled, float) and math.isnan(sampled))
 
 
 def check_result(*, algorithm: Any, result: dict[str, Any], allowed: int, **_: Any) -> None:
     """``on_train_result`` hook: count runner failures and iterations that sampled nothing in the
-    result (the progress line shows them); fail after too many empty iterations in a row."""
+    result (the progress line shows them); fail after too many empty iterations in a row. With
+    restarts asked for, a fresh runner that has not started yet gets RESTART_GRACE_S; one that
+    started and delivered nothing either (the env fails again) does not."""
     runners = int(getattr(algorithm.config, "num_env_runners", 0) or 0)
     if not runners:
         return  # a local runner samples until it has its steps, or raises
@@ -140,15 +154,22 @@ def check_result(*, algorithm: Any, result: dict[str, Any], allowed: int, **_: A
         "env_runners": runners,
     }
     failing = health["restarts"] > 0 or health["healthy"] < runners
-    streak = _empty_streaks.get(algorithm, 0) + 1 if not lookup(result, SAMPLED) else 0
-    _empty_streaks[algorithm] = streak
+    streak, since, restarts = _empty_streaks.get(algorithm, (0, 0.0, 0))
+    if not _sampled_nothing(result):
+        streak, since, restarts = 0, 0.0, 0
+    elif streak:
+        streak += 1
+    else:
+        streak, since, restarts = 1, time.monotonic(), health["restarts"]
+    _empty_streaks[algorithm] = (streak, since, restarts)
     result[HEALTH] = {**health, "empty_iterations": streak}
-    if failing and streak > allowed:
+    starting = health["restarts"] == restarts and time.monotonic() - since <= RESTART_GRACE_S
+    if failing and streak > allowed and not (allowed and starting):
         raise EnvRunnersFailed(
             f"{streak} iteration(s) in a row sampled no env steps ({health['restarts']} env runner "
             f"restart(s), {health['healthy']} of {runners} healthy)"
         )
-    if streak > EMPTY_ITERATIONS_ALLOWED:
+    if not failing and streak > EMPTY_ITERATIONS_ALLOWED:
         timeout = algorithm.config.sample_timeout_s
         raise EnvRunnersFailed(
             f"{streak} iterations in a row sampled no env steps: no env runner returned its samples"
