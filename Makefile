@@ -65,6 +65,7 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/multiagent.py
 	$(PY) benchmarks/overhead.py
+	$(PY) benchmarks/sampling.py
 	$(PY) benchmarks/startup.py
 	$(PY) benchmarks/phases.py
 	$(PY) benchmarks/threads.py

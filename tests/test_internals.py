@@ -295,7 +295,10 @@ def test_algorithms_listed_as_ray_free_train_save_and_restore_without_ray(name, 
     env = "Pendulum-v1" if cls_name == "SAC" else "CartPole-v1"
     out = subprocess.run(
         [sys.executable, "-c", RAY_FREE_RUN, module, cls_name, env, str(tmp_path / "ckpt")],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "RAY_ENABLE_AUTO_CONNECT": "0"},
+        capture_output=True, text=True, timeout=300,
+        # one torch thread, as an in-process trial of one CPU gets: two threads of SAC's updates beside
+        # another test's training on two cores took 85 s instead of 14 s
+        env={**os.environ, "RAY_ENABLE_AUTO_CONNECT": "0", "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
 
@@ -703,3 +706,46 @@ def test_private_names_that_off_policy_sac_and_the_guard_read_exist():
     assert callable(Learner._convert_batch_type)
     for name in internals.PRELOAD:
         importlib.import_module(name)
+
+
+def test_private_runner_state_the_loop_uses_exists():
+    """internals.RunnerState's attributes and methods, on 2.60's SingleAgentEnvRunner."""
+    from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
+    from ray.rllib.env.env_runner import EnvRunner
+    from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    init = inspect.getsource(SingleAgentEnvRunner.__init__) + inspect.getsource(EnvRunner.__init__)
+    for name in (
+        "_ongoing_episodes",
+        "_needs_initial_reset",
+        "_cached_to_module",
+        "_weights_seq_no",
+        "_done_episodes_for_metrics",
+        "_ongoing_episodes_for_metrics",
+        "_metrics_num_env_steps_sampled",
+        "_metrics_num_try_env_step",
+    ):
+        assert f"self.{name}" in init, name
+    for method in ("_reset_envs_and_episodes", "_new_episode", "_make_on_episode_callback", "_log_env_steps"):
+        assert callable(getattr(SingleAgentEnvRunner, method)), method
+    assert "_increase_sampled_metrics" in SingleAgentEnvRunner.__dict__
+    step = inspect.getsource(EnvRunner._try_env_step)
+    parts = (
+        "log_time(ENV_STEP_TIMER)",
+        "NUM_ENV_STEP_FAILURES_LIFETIME",
+        "restart_failed_sub_environments",
+        "StepFailedRecreateEnvError",
+        "self.make_env()",
+        "return ENV_STEP_FAILURE",
+        "raise RuntimeError from e",
+    )
+    for part in parts:  # what RunnerState.step does in its place
+        assert part in step, part
+    assert {"_start_time", "_last_step_time", "_last_added_observation", "_last_added_infos"} <= set(
+        SingleAgentEpisode.__slots__
+    )
+    for name in ("forward_exploration", "forward_inference"):
+        source = inspect.getsource(getattr(TorchRLModule, name))
+        assert "self.eval()" in source and f"self._{name}(batch, **kwargs)" in source, name
+    assert internals.RunnerState.__doc__

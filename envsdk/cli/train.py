@@ -209,6 +209,7 @@ def dry_run(exp: Any, built: Any) -> None:
             "checkpoint_at_end": exp.checkpoint_at_end,
             "search_space": {"/".join(k): str(v) for k, v in built.search_space.items()},
             "models": built.models,
+            "sampler": built.sampler,
             "speed-ups": speedups.wanted() or f"none ({speedups.OFF})",
             "config (differs from RLlib defaults)": changed,
         }

@@ -145,6 +145,8 @@ class Evaluator:
         from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
         from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
+        from envsdk.training.batched_runner import BatchedEnvRunner
+
         restored, spec = self.spec.restored, self.spec
         config = restored.config.copy(copy_frozen=False)
         config.environment(env=self.creator, env_config=restored.env_config)
@@ -159,7 +161,9 @@ class Evaluator:
         # Announce each episode as it ends (one sample() call keeps the seeding of
         # a single run: repeated calls would re-seed every episode identically).
         config.callbacks(on_episode_end=self._episode_ended)
-        cls = config.env_runner_cls or (MultiAgentEnvRunner if restored.multi_agent else SingleAgentEnvRunner)
+        cls = config.env_runner_cls
+        if cls is None or issubclass(cls, BatchedEnvRunner):  # RLlib's loop reports each episode as it ends
+            cls = MultiAgentEnvRunner if restored.multi_agent else SingleAgentEnvRunner
         runner = cls(config=config, worker_index=self.worker, num_workers=spec.num_workers)
         runner.restore_from_path(restored.checkpoint / ENV_RUNNER_DIR)
         if runner.module is None:

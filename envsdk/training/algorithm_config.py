@@ -64,6 +64,7 @@ from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice, quiet_rllib
 from envsdk.training import (
     agent_metrics,
+    batched_runner,
     env_setup,
     episode_window,
     guards,
@@ -114,6 +115,7 @@ EXTRA_KEYS = {
     "drop_observation_keys",
     "atari_preprocessing",
     "env_checks",
+    "sampler",
 }
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
@@ -157,6 +159,7 @@ class BuiltConfig:
     auto_runners: bool = False  # num_env_runners: auto, sized once Ray is up (see size_env_runners)
     models: list[str] = field(default_factory=list)  # "policy: what its network is", one per policy
     user_keys: set[str] = field(default_factory=set)  # config keys the YAML or --config set (2.60 names)
+    sampler: str = "rllib"  # the env runners' sampling loop: "batched", or "rllib (why)"
     max_concurrent: int | None = None  # Tune trials at once, when they do not all fit (resources.fit)
 
     def size_env_runners(self, cluster_cpus: float) -> int | None:
@@ -795,6 +798,7 @@ class Build:
     multi_agent: dict[str, Any] = field(default_factory=dict)
     config: Any = None  # the AlgorithmConfig
     models: list[str] = field(default_factory=list)
+    sampler: str = "batched"  # the `sampler:` key; then what the env runners use (see stage_sampler)
 
 
 def build_config(
@@ -815,6 +819,7 @@ def build_config(
         stage_models(b)
         stage_assemble(b)
         stage_hooks(b)
+        stage_sampler(b)
         stage_check_modules(b)
     return stage_finish(b)
 
@@ -862,6 +867,13 @@ def stage_values(b: Build) -> None:
     if self_play_value not in (None, False):
         b.self_play = SelfPlaySettings.parse(self_play_value, values.where("self_play"))
     b.env_checks = EnvCheckSettings.parse(values.pop("env_checks", None), values.where("env_checks"))
+    b.sampler = values.pop("sampler", "batched")
+    if b.sampler not in batched_runner.SAMPLERS:
+        raise UserError(
+            f"{values.where('sampler')}: sampler must be one of {', '.join(batched_runner.SAMPLERS)},"
+            f" got {b.sampler!r}",
+            "use 'batched' (the default: whole-batch sampling) or 'rllib' (RLlib's own env runner loop)",
+        )
     b.auto_runners = values.get("num_env_runners") == "auto"
     if b.auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
@@ -1031,6 +1043,25 @@ def stage_hooks(b: Build) -> None:
         env_setup.evaluation_own_hooks(config, env_hooks, b.evaluation_hooks, given)
 
 
+def stage_sampler(b: Build) -> None:
+    """``sampler:``: single-agent env runners sample with the batched loop
+    (:mod:`envsdk.training.batched_runner`) unless the config needs RLlib's, which a notice names."""
+    config = b.config
+    if b.sampler == "rllib" or b.model.old_stack:
+        b.sampler = "rllib"
+        return
+    if config.env_runner_cls is not None:
+        b.sampler = f"rllib ({config.env_runner_cls.__name__}, the config's env_runner_cls)"
+        return
+    why = batched_runner.why_not_batched(config)
+    if why is not None:
+        if not config.is_multi_agent:
+            notice(f"sampler: RLlib's env runner loop, as {why}")
+        b.sampler = f"rllib ({why})"
+        return
+    config.env_runners(env_runner_cls=batched_runner.BatchedEnvRunner)
+
+
 def stage_check_modules(b: Build) -> None:
     """Each policy's network built and run on the env's first observation; one line per policy."""
     if b.env is None:
@@ -1057,4 +1088,5 @@ def stage_finish(b: Build) -> BuiltConfig:
         auto_runners=b.auto_runners,
         models=b.models,
         user_keys=b.user_keys,
+        sampler=b.sampler,
     )

@@ -9,7 +9,9 @@ curriculum, Unity stats, ``--restore``, failure checks) keeps running.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def add_callback(config: Any, event: str, hook: Callable[..., Any], *, first: bool = False) -> None:
@@ -17,3 +19,13 @@ def add_callback(config: Any, event: str, hook: Callable[..., Any], *, first: bo
     current = getattr(config, f"callbacks_{event}", None)
     hooks = [] if current is None else list(current) if isinstance(current, list | tuple) else [current]
     config.callbacks(**{event: [hook, *hooks] if first else [*hooks, hook]})
+
+
+READS_THE_EPISODE_ONLY = "reads_the_episode_only"
+
+
+def reads_the_episode_only(hook: F) -> F:
+    """Mark one of our episode callbacks as one the batched sampler (training/batched_runner.py)
+    may call after the sample: it reads its episode (or arms a connector), never the env's state."""
+    setattr(hook, READS_THE_EPISODE_ONLY, True)
+    return hook

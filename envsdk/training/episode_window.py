@@ -42,6 +42,8 @@ from ray.rllib.utils.metrics import (
     EPISODE_RETURN_MIN,
 )
 
+from envsdk.training.callbacks import reads_the_episode_only
+
 FINISHED = "envsdk_finished_episodes"  # the runners' per-episode records, taken out of the result
 # Per-module and per-agent returns: the multi-agent runner's keys, then the single-agent runner's.
 PER_NAME = (
@@ -79,6 +81,7 @@ def episode_record(episode: Any, chunks: Iterable[Any]) -> dict[str, Any]:
     }
 
 
+@reads_the_episode_only
 def log_episode(
     *,
     episode: Any,

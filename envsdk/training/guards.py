@@ -35,7 +35,7 @@ from envsdk import internals
 from envsdk.config.env_checks import EnvCheckSettings
 from envsdk.envs.guard import MultiAgentGuard, SingleAgentGuard, Site, arm_main_thread
 from envsdk.errors import RunFault
-from envsdk.training.callbacks import add_callback
+from envsdk.training.callbacks import add_callback, reads_the_episode_only
 
 SMALL_BATCH = 64  # action-distribution inputs up to this size are summed in Python
 OUT_OF_BOUNDS = "observations_out_of_bounds"  # counted in env_runners/ with observation_bounds: warn
@@ -82,6 +82,7 @@ def guard_env(*, env_runner: Any, bounds: str, stall_s: float, **_: Any) -> None
     cls(env, site, bounds, stall_s, warn, count)
 
 
+@reads_the_episode_only
 def arm_action_check(*, env_runner: Any, **_: Any) -> None:
     """``on_episode_created`` hook: swap RLlib's ``GetActions`` in the runner's module-to-env
     pipeline for :class:`GetActions`, which checks the inputs it samples from, once.  RLlib puts

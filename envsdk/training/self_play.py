@@ -58,7 +58,7 @@ from envsdk.config.self_play import SelfPlaySettings, TeamsByName
 from envsdk.errors import UserError
 from envsdk.notices import notice
 from envsdk.progress import SELF_PLAY as RESULTS
-from envsdk.training.callbacks import add_callback
+from envsdk.training.callbacks import add_callback, reads_the_episode_only
 
 OPPONENT = "@opponent"  # P + OPPONENT: the frozen module the other teams of P's role act with
 LEDGER = "@self_play"  # the learner-only module that keeps the pool and the ratings
@@ -344,6 +344,7 @@ def episode_games(episode: Any) -> dict[str, float]:
     return {policy: game_result(total) for policy, total in finals.items() if policy in opposed}
 
 
+@reads_the_episode_only
 def log_games(*, episode: Any, metrics_logger: Any = None, **_: Any) -> None:
     """``on_episode_end`` in every env runner: count the finished game for the driver's ELO."""
     if metrics_logger is None or not hasattr(episode, "agent_episodes"):
