@@ -149,10 +149,10 @@ def _categorical(logits: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarr
     logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
     cdf = np.exp(logp).cumsum(axis=-1)
     u = rng.random((*cdf.shape[:-1], 1), dtype=cdf.dtype) * cdf[..., -1:]
-    actions = (cdf <= u).sum(axis=-1)
+    actions = (cdf <= u).sum(axis=-1, dtype=np.int32)
     flat = logp.reshape(-1, logp.shape[-1])
     chosen = flat[np.arange(len(flat)), actions.reshape(-1)].reshape(actions.shape)
-    return actions.astype(np.int32), chosen.astype(np.float32)
+    return actions, chosen.astype(np.float32, copy=False)
 
 
 def _diag_gaussian(inputs: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -169,6 +169,9 @@ def _diag_gaussian(inputs: np.ndarray, rng: np.random.Generator) -> tuple[np.nda
 DRAWS = {TorchCategorical: _categorical, TorchDiagGaussian: _diag_gaussian}
 
 
+REDUCED = (np.dtype(np.float32), np.dtype(np.int32))  # what RLlib's convert_to_numpy leaves as they are
+
+
 def _to_numpy(out: dict[str, Any]) -> dict[str, Any]:
     """RLlib's ``convert_to_numpy`` (TensorToNumpy) for the usual output, a flat dict of CPU tensors
     and arrays: floats as float32 and signed ints as int32.  Anything else goes through RLlib's."""
@@ -180,10 +183,11 @@ def _to_numpy(out: dict[str, Any]) -> dict[str, Any]:
     converted = {}
     for key, value in out.items():
         array = value if isinstance(value, np.ndarray) else value.detach().numpy()
-        if array.dtype != np.float32 and np.issubdtype(array.dtype, np.floating):
-            array = array.astype(np.float32)
-        elif array.dtype != np.int32 and np.issubdtype(array.dtype, int):
-            array = array.astype(np.int32)
+        if array.dtype not in REDUCED:
+            if np.issubdtype(array.dtype, np.floating):
+                array = array.astype(np.float32)
+            elif np.issubdtype(array.dtype, int):
+                array = array.astype(np.int32)
         converted[key] = array
     return converted
 
