@@ -169,6 +169,11 @@ def _diag_gaussian(inputs: np.ndarray, rng: np.random.Generator) -> tuple[np.nda
 DRAWS = {TorchCategorical: _categorical, TorchDiagGaussian: _diag_gaussian}
 
 
+def _on_cpu(value: Any) -> bool:
+    """A tensor numpy can read in place (a GPU module's outputs are drawn by the GetActions piece)."""
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu"
+
+
 REDUCED = (np.dtype(np.float32), np.dtype(np.int32))  # what RLlib's convert_to_numpy leaves as they are
 
 
@@ -412,12 +417,10 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                         else:
                             out = forward(to_module)
                     steps.forward_s += time.perf_counter() - began
-                    inputs = out.get(Columns.ACTION_DIST_INPUTS)
+                    inputs: Any = out.get(Columns.ACTION_DIST_INPUTS)
                     array = (
                         inputs.numpy()
-                        if draw is not None
-                        and Columns.ACTIONS not in out
-                        and isinstance(inputs, torch.Tensor)
+                        if draw is not None and Columns.ACTIONS not in out and _on_cpu(inputs)
                         else None
                     )
                     if draw is not None and array is not None and np.isfinite(array).all():
