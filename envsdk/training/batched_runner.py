@@ -148,7 +148,7 @@ def _categorical(logits: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarr
     z = logits - logits.max(axis=-1, keepdims=True)
     logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
     cdf = np.exp(logp).cumsum(axis=-1)
-    u = rng.random((*cdf.shape[:-1], 1), dtype=cdf.dtype) * cdf[..., -1:]
+    u = rng.random((*cdf.shape[:-1], 1)) * cdf[..., -1:]
     actions = (cdf <= u).sum(axis=-1, dtype=np.int32)
     flat = logp.reshape(-1, logp.shape[-1])
     chosen = flat[np.arange(len(flat)), actions.reshape(-1)].reshape(actions.shape)
