@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,7 +24,7 @@ import torch
 from envsdk.errors import UserError
 from envsdk.training import batched_runner
 from envsdk.training.batched_runner import BatchedEnvRunner
-from tests.helpers import built_config
+from tests.helpers import ROOT, built_config
 from tests.test_spaces import CASES, case_name
 
 TIMING = ("id_", "_start_time", "_last_step_time")  # per run, not per loop
@@ -187,6 +189,25 @@ def test_configs_the_batched_loop_does_not_cover_use_rllibs_with_a_notice(tmp_pa
         assert why in built.sampler
         (line,) = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("notice: sampler:")]
         assert line.startswith("notice: sampler: RLlib's env runner loop, as ") and why in line
+
+
+def test_a_multi_agent_config_says_it_samples_with_rllibs_runner():
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "train.py"),
+            "-f",
+            str(ROOT / "configs" / "multi-agent.yaml"),
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "notice: sampler: RLlib's env runner loop, as multi-agent envs sample with RLlib's" in out.stderr
+    assert "sampler: rllib (multi-agent envs" in out.stdout
 
 
 def test_an_unknown_sampler_is_refused_before_anything_starts(tmp_path):

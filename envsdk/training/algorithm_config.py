@@ -1055,8 +1055,7 @@ def stage_sampler(b: Build) -> None:
         return
     why = batched_runner.why_not_batched(config)
     if why is not None:
-        if not config.is_multi_agent:
-            notice(f"sampler: RLlib's env runner loop, as {why}")
+        notice(f"sampler: RLlib's env runner loop, as {why}")
         b.sampler = f"rllib ({why})"
         return
     config.env_runners(env_runner_cls=batched_runner.BatchedEnvRunner)
