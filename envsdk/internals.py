@@ -390,8 +390,8 @@ def module_forward(module: Any, explore: bool) -> Any:
     """A TorchRLModule's exploration or inference pass without its eval()/train() switch.
 
     ``TorchRLModule.forward_exploration`` switches the module to eval mode and back around every
-    call, which walks all its submodules twice (a third of the pass for a small MLP).  The batched
-    runner puts the module in eval mode once per sample instead, and calls the passes inside.
+    call, which walks all its submodules twice.  The batched runner puts the module in eval mode
+    once per sample instead, and calls the passes inside.
     """
     return module._forward_exploration if explore else module._forward_inference
 

@@ -3,8 +3,8 @@
 RLlib's ``SingleAgentEnvRunner`` steps a gymnasium vector env, but between two steps it splits
 every batch into per-env items: the env-to-module and module-to-env connector pipelines run piece
 by piece over each item, and each sub-env's episode takes its step as Python objects
-(``add_env_step``), to be stacked into arrays again at the end.  On CartPole that bookkeeping
-costs about ten times the env's own stepping (benchmarks/sampling.py).
+(``add_env_step``), to be stacked into arrays again at the end.  ``benchmarks/sampling.py``
+measures what that bookkeeping costs against the env's own stepping.
 
 :class:`BatchedEnvRunner` keeps RLlib's runner (its env, module, connectors, state, checkpoints,
 metrics and fault handling) and replaces only the loop of ``_sample``, where the connector
@@ -65,7 +65,7 @@ from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 from envsdk import internals
 from envsdk.training import guards
-from envsdk.training.callbacks import READS_THE_EPISODE_ONLY
+from envsdk.training.callbacks import READS_THE_EPISODE_ONLY, hook_list
 
 logger = logging.getLogger(__name__)
 
@@ -88,10 +88,6 @@ MODULE_TO_ENV = (
 EPISODE_EVENTS = ("on_episode_created", "on_episode_start", "on_episode_step", "on_episode_end")
 
 
-def _hooks(value: Any) -> list[Any]:
-    return [] if value is None else list(value) if isinstance(value, list | tuple) else [value]
-
-
 def why_not_batched(config: Any) -> str | None:
     """Why a config's single-agent runners sample with RLlib's loop (None: the batched one can).
 
@@ -110,10 +106,10 @@ def why_not_batched(config: Any) -> str | None:
     if model.get("use_lstm") or model.get("use_attention"):
         return "recurrent models need RLlib's loop"
     for event in EPISODE_EVENTS:
-        theirs = [h for h in _hooks(getattr(config, f"callbacks_{event}")) if not _ours(h)]
+        theirs = [h for h in hook_list(getattr(config, f"callbacks_{event}")) if not _ours(h)]
         if theirs:
             return f"{event} callback {_name(theirs[0])} may read the env while the episode runs"
-    for cls in _hooks(config.callbacks_class):
+    for cls in hook_list(config.callbacks_class):
         for event in EPISODE_EVENTS:
             if isinstance(cls, type) and getattr(cls, event) is not getattr(RLlibCallback, event):
                 return f"callbacks class {cls.__name__} has {event}"
@@ -142,9 +138,9 @@ HALF_LOG_TWO_PI = 0.5 * math.log(2 * math.pi)
 
 def _categorical(logits: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """An action and its log-probability per row of logits, as TorchCategorical samples them
-    (int32 and float32, as RLlib's TensorToNumpy leaves them), in numpy: a fifth of the time of
-    building torch.distributions objects for a small batch.  An action of probability 0 (a masked
-    one) is never drawn: ``u`` scaled by the row's total stays below its last cumulative step."""
+    (int32 and float32, as RLlib's TensorToNumpy leaves them), in numpy, without building
+    torch.distributions objects at every step.  An action of probability 0 (a masked one) is never
+    drawn: ``u`` scaled by the row's total stays below its last cumulative step."""
     z = logits - logits.max(axis=-1, keepdims=True)
     logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
     cdf = np.exp(logp).cumsum(axis=-1)
@@ -220,6 +216,7 @@ class _Steps:
         self.infos: list[list[dict]] = []
         self.extra: list[dict[str, Any]] = []
         self.resets: list[np.ndarray] = []
+        self.ends: list[np.ndarray] = []  # sub-envs whose episode ended at the step (resets aside)
         self.times: list[float] = []
         self.env_steps = 0  # resets aside, as RLlib counts
         self.forward_s = self.step_s = 0.0
@@ -240,6 +237,7 @@ class _Steps:
         self.times.append(time.perf_counter())
         self.env_steps += int(len(resets) - resets.sum())
         self.next_resets = (terminated | truncated) & ~resets
+        self.ends.append(self.next_resets)
         self.ended += int(self.next_resets.sum())
 
 
@@ -253,7 +251,7 @@ class _Stacked:
         self.terminated = np.stack(steps.terminated).astype(bool, copy=False)
         self.truncated = np.stack(steps.truncated).astype(bool, copy=False)
         self.resets = np.stack(steps.resets)
-        self.ends = (self.terminated | self.truncated) & ~self.resets
+        self.ends = np.stack(steps.ends)
         self.extra = {k: np.stack([e[k] for e in steps.extra]) for k in steps.extra[0]}
         self.extra[WEIGHTS_SEQ_NO] = np.full(self.rewards.shape, seq_no)
         self.infos = steps.infos
@@ -263,8 +261,8 @@ class _Stacked:
         return tree.map_structure(lambda x: x[step, env], self.obs)
 
     def fill(self, episode: Any, env: int, first: int, end: int) -> None:
-        """Add steps ``first``..``end - 1`` of sub-env ``env`` to ``episode`` (the data that
-        ``add_env_step`` would have added one by one, already as arrays) and convert it to numpy."""
+        """Add steps ``first``..``end - 1`` of sub-env ``env`` to ``episode``: the data that
+        ``add_env_step`` would have added one by one, as finalized (numpy) buffers."""
         part = slice(first, end)
         episode.observations = _joined(
             episode.observations, tree.map_structure(lambda x: x[part, env], self.obs)
@@ -450,11 +448,10 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         piece = internals.runner_module_to_env(self).connectors[MODULE_TO_ENV.index(NormalizeAndClipActions)]
         env: Any = self.env
         struct = get_base_struct_from_space(env.single_action_space)
-        if not any(isinstance(s, gym.spaces.Box) for s in tree.flatten(struct)):
-            return lambda actions: actions  # only Box parts are unsquashed or clipped
-        if piece.normalize_actions:
+        has_box = any(isinstance(s, gym.spaces.Box) for s in tree.flatten(struct))  # only Box parts change
+        if has_box and piece.normalize_actions:
             return lambda actions: unsquash_action(actions, struct)
-        if piece.clip_actions:
+        if has_box and piece.clip_actions:
             return lambda actions: clip_action(actions, struct)
         return lambda actions: actions
 

@@ -14,10 +14,14 @@ from typing import Any, TypeVar
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def hook_list(value: Any) -> list[Any]:
+    """A callbacks setting as a list: RLlib takes None, one callable (or class), or a list of them."""
+    return [] if value is None else list(value) if isinstance(value, list | tuple) else [value]
+
+
 def add_callback(config: Any, event: str, hook: Callable[..., Any], *, first: bool = False) -> None:
     """Call ``hook`` on ``event`` (e.g. ``"on_train_result"``) after the hooks set, or first if ``first``."""
-    current = getattr(config, f"callbacks_{event}", None)
-    hooks = [] if current is None else list(current) if isinstance(current, list | tuple) else [current]
+    hooks = hook_list(getattr(config, f"callbacks_{event}", None))
     config.callbacks(**{event: [hook, *hooks] if first else [*hooks, hook]})
 
 

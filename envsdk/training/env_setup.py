@@ -21,6 +21,7 @@ from envsdk.envs.default_models.spaces import describe_space
 from envsdk.envs.layout import MultiAgentLayout, SingleAgentLayout
 from envsdk.envs.registry import ResolvedEnv, resolve_env
 from envsdk.errors import UserError
+from envsdk.training.callbacks import hook_list
 
 
 def register(resolved: ResolvedEnv) -> None:
@@ -112,8 +113,7 @@ def evaluation_own_hooks(config: Any, training: Any, evaluation: Any, given: dic
             settings.setdefault(key, value)
     events = set(training.env_callbacks) | set(evaluation.env_callbacks) | {"on_sample_end"}
     for event in sorted(events):
-        current = getattr(config, f"callbacks_{event}", None)
-        before = [] if current is None else list(current) if isinstance(current, list | tuple) else [current]
+        before = hook_list(getattr(config, f"callbacks_{event}", None))
         hooks = [
             h
             for h in before
