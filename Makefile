@@ -61,6 +61,7 @@ docs: $(STAMP)
 bench: $(STAMP) sysdeps
 	$(PY) -m pip install -q -c requirements.lock -e '.[bench]'
 	$(PY) benchmarks/solve_suite.py
+	$(PY) benchmarks/fixed_budget.py
 	$(PY) benchmarks/bridge.py
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/multiagent.py

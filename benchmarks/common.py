@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -61,3 +64,20 @@ def env_steps_per_second(
         rate = (result["num_env_steps_sampled_lifetime"] - steps) / (time.perf_counter() - start)
         algo.stop()
     return float(rate)
+
+
+def run_sb3_worker(script: str, args: list[str]) -> tuple[dict, float]:
+    """Run ``script --sb3-worker ARGS`` (a benchmark's SB3 side) as a whole process; returns the
+    JSON report it prints last and its wall time, with the report's ``curve`` times (seconds since
+    its own start, ``exit_at`` its exit) moved onto the process clock."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, script, "--sb3-worker", *args], capture_output=True, text=True, cwd=ROOT
+    )
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"SB3 run failed (pip install -e '.[bench]'?):\n{proc.stderr[-2500:]}")
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    offset = wall - report["exit_at"]
+    report["curve"] = [(*point[:-2], point[-2] + offset, point[-1]) for point in report["curve"]]
+    return report, wall

@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import ROOT, append_results, machine
+from common import ROOT, append_results, machine, run_sb3_worker
 
 WINDOW = 20  # episodes in the mean return, for both tools
 HELD_OUT = 101  # the benchmark's seeds start here: the configs were tuned on seeds 1-16, never on these
@@ -119,20 +119,11 @@ def run_ours(task: Task, seed: int, cap: float, flags: Sequence[str] = ()) -> di
 
 
 def run_sb3(task: Task, seed: int, cap: float) -> dict:
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, __file__, "--sb3-worker", task.env, str(seed), "--cap", str(cap)],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"SB3 run failed (pip install -e '.[bench]'?):\n{proc.stderr[-2000:]}")
-    report = json.loads(proc.stdout.strip().splitlines()[-1])
-    offset = wall - report["exit_at"]
+    report, wall = run_sb3_worker(__file__, [task.env, str(seed), "--cap", str(cap)])
     return {
         "tool": "sb3", "seed": seed, "wall": wall, "solved": report["solved"], "rc": 0,
         "steps": report["steps"],  # when not solved: the steps it ran
-        "curve": [(t + offset, r) for t, r in report["curve"]],
+        "curve": report["curve"],
     }  # fmt: skip
 
 

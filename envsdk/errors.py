@@ -53,6 +53,16 @@ def as_user_error(err: BaseException) -> UserError | None:
     return None
 
 
+def raise_if_user_error(err: Exception) -> None:
+    """Re-raise ``err`` if it is a user's mistake (as a :class:`UserError` when it is another
+    package's); return if it is not, for the caller to report it as it reports faults."""
+    user = as_user_error(err)
+    if user is err:
+        raise err
+    if user is not None:
+        raise user from err
+
+
 def root_cause(err: BaseException) -> BaseException:
     """The error to report from a chain (RLlib re-raises env errors as a bare ``RuntimeError
     from e``): the first one reported whole (:class:`RunFault`), else the first of the chain."""

@@ -1,4 +1,4 @@
-"""Reward figures: drawn by the painter process started with the trial, else in the training process."""
+"""Reward figures: drawn by the painter process of a train.py run, else in the training process."""
 
 from __future__ import annotations
 
@@ -48,18 +48,38 @@ def no_drawing_here(*args: object) -> None:
 
 
 @pytest.mark.parametrize("elo", [False, True])
-def test_the_painter_draws_the_figure_and_ends(tmp_path, monkeypatch, elo):
-    write_progress(tmp_path, 12, elo=elo)
+def test_one_painter_draws_every_figure_of_a_run_and_ends_with_it(tmp_path, monkeypatch, elo):
+    trials = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
+    for i, trial in enumerate(trials):
+        trial.mkdir()
+        write_progress(trial, 5 + i, elo=elo)
     monkeypatch.setattr(plots, "draw", no_drawing_here)
     with Painter() as painter:
         (pid,) = painter_pids()
-        out = plot_reward_curve(tmp_path, "a title", painter)
+        outs = [plot_reward_curve(trial, f"trial {trial.name}", painter) for trial in trials]
+        assert painter_pids() == [pid]  # the same process, still there for the next trial
+    assert gone(pid)
+    for trial, out in zip(trials, outs, strict=True):
+        assert out == trial / "reward.png"
+        data = out.read_bytes()
+        assert data.startswith(PNG)
+        width = int.from_bytes(data[16:20], "big")
+        assert width == (1500 if elo else 1000)  # the ELO panel widens the figure (dpi 100)
+
+
+def test_a_figure_the_painter_cannot_draw_is_drawn_here_and_the_painter_ends(tmp_path, monkeypatch):
+    write_progress(tmp_path, 5)
+    drawn_here = []
+    monkeypatch.setattr(plots, "draw", lambda rows, title, out: drawn_here.append(out))
+    with Painter() as painter:
+        (pid,) = painter_pids()
+        # A folder where the PNG should be: the painter's savefig fails, and it answers why.
+        (tmp_path / "reward.png").mkdir()
+        assert plot_reward_curve(tmp_path, "", painter) == tmp_path / "reward.png"
+        assert drawn_here == [tmp_path / "reward.png"]
         assert gone(pid)
-    assert out == tmp_path / "reward.png"
-    data = out.read_bytes()
-    assert data.startswith(PNG)
-    width = int.from_bytes(data[16:20], "big")
-    assert width == (1500 if elo else 1000)  # the ELO panel widens the figure (dpi 100)
+        assert plot_reward_curve(tmp_path, "", painter) is not None  # the next figure: here too
+        assert len(drawn_here) == 2 and painter_pids() == []
 
 
 def test_a_painter_that_died_leaves_the_figure_to_this_process(tmp_path):

@@ -14,13 +14,17 @@ import os
 import shlex
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsdk import internals, speedups
 from envsdk.config import legacy
 from envsdk.config.yamlio import LineDict, parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice
+
+if TYPE_CHECKING:
+    from envsdk.training.outcome import Outcome
+    from envsdk.training.plots import Painter
 
 STOP_FLAGS = {
     "stop_iters": "training_iteration",
@@ -245,10 +249,8 @@ def main(argv: list[str], prog: str = "train.py") -> int:
 
     from envsdk.cluster.ray_session import check_gpus, kill_descendants, local_gpus, start_ray, stop_ray
     from envsdk.envs.guard import on_hard_exit
-    from envsdk.training.in_process import runs_in_process
     from envsdk.training.outcome import print_summary
-    from envsdk.training.resources import fit, trial_count
-    from envsdk.training.tune_runner import run_experiment
+    from envsdk.training.plots import Painter
 
     if not args.ray_address:  # a local Ray: its GPUs are known before it starts
         have = float(args.ray_num_gpus) if args.ray_num_gpus is not None else local_gpus()
@@ -272,29 +274,47 @@ def main(argv: list[str], prog: str = "train.py") -> int:
         preload.join()
     failed = False
     try:
-        for exp, b in pairs:
-            if with_ray:  # without Ray, the learner is in this process and wants no GPU
-                check_gpus(b.config, faked=bool(args.ray_num_gpus) and not args.ray_address)
-            # The whole cluster, not what is free now: on a shared cluster a trial that fits waits its turn.
-            cpus = cluster_cpus(args.ray_num_cpus)
-            sized = b.size_env_runners(cpus)
-            if sized is not None:
-                why = "the cluster's CPUs less the algorithm's and learners'"
-                print(f"num_env_runners: auto -> {sized} ({why})")
-            trials = trial_count(exp.num_samples, b.search_space)
-            b.max_concurrent = fit(exp.name, b.algo_class, b.config, runs_in_process(exp, b), trials, cpus)
-            for line in b.models:
-                print(f"[{exp.name}] model {line}")
-            outcome = run_experiment(
-                exp, b, storage_path=args.storage_path, resume=args.resume, restore=args.restore
-            )
-            print_summary(outcome, resume_command(argv))
-            failed |= bool(outcome.errors)
-            if outcome.interrupted:
-                break  # a signal stops the whole command, not just this experiment
+        # One process draws every trial's reward figure (matplotlib imported once, while training).
+        with Painter() as painter:
+            for exp, b in pairs:
+                outcome = _run_one(exp, b, args, with_ray, painter)
+                print_summary(outcome, resume_command(argv))
+                failed |= bool(outcome.errors)
+                if outcome.interrupted:
+                    break  # a signal stops the whole command, not just this experiment
     finally:
         stop_ray()  # now rather than in Ray's exit hook, and faster
     return 1 if failed else 0
+
+
+def _run_one(exp: Any, built: Any, args: argparse.Namespace, with_ray: bool, painter: Painter) -> Outcome:
+    """Size one experiment's trials to the cluster, say what trains, and run it to its Outcome."""
+    from envsdk.cluster.ray_session import check_gpus
+    from envsdk.training.in_process import runs_in_process
+    from envsdk.training.resources import fit, trial_count
+    from envsdk.training.tune_runner import run_experiment
+
+    if with_ray:  # without Ray, the learner is in this process and wants no GPU
+        check_gpus(built.config, faked=bool(args.ray_num_gpus) and not args.ray_address)
+    # The whole cluster, not what is free now: on a shared cluster a trial that fits waits its turn.
+    cpus = cluster_cpus(args.ray_num_cpus)
+    sized = built.size_env_runners(cpus)
+    if sized is not None:
+        print(f"num_env_runners: auto -> {sized} (the cluster's CPUs less the algorithm's and learners')")
+    trials = trial_count(exp.num_samples, built.search_space)
+    built.max_concurrent = fit(
+        exp.name, built.algo_class, built.config, runs_in_process(exp, built), trials, cpus
+    )
+    for line in built.models:
+        print(f"[{exp.name}] model {line}")
+    return run_experiment(
+        exp,
+        built,
+        storage_path=args.storage_path,
+        resume=args.resume,
+        restore=args.restore,
+        painter=painter,
+    )
 
 
 def _needs_ray(exp: Any, built: Any) -> bool:

@@ -25,7 +25,7 @@ from envsdk.envs.base import MASK_KEY, has_action_mask, hooks
 from envsdk.envs.default_models.choice import describe
 from envsdk.envs.default_models.spaces import SpaceError, allowed_version, sample_allowed
 from envsdk.envs.registry import ResolvedEnv
-from envsdk.errors import UserError, as_user_error
+from envsdk.errors import UserError, raise_if_user_error
 
 AGENT = "agent"  # the one agent's id for single-agent envs
 
@@ -118,11 +118,7 @@ def preflight(resolved: ResolvedEnv, env_config: dict) -> Iterator[tuple[Any, En
     try:
         env = resolved.make(env_config)
     except Exception as err:
-        user = as_user_error(err)
-        if user is err:
-            raise
-        if user is not None:
-            raise user from err
+        raise_if_user_error(err)
         raise UserError(
             f"env '{resolved.name}' failed to start: {type(err).__name__}: {err}",
             "check env_config; run `python -m envsdk check ENV --debug` for the traceback",

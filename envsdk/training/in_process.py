@@ -33,7 +33,7 @@ from ray.tune.utils import flatten_dict
 from envsdk.cluster.ray_session import wanted_gpus
 from envsdk.config.experiment import Experiment
 from envsdk.config.stopping import StopCriteria
-from envsdk.errors import UserError, as_user_error, root_cause
+from envsdk.errors import UserError, raise_if_user_error, root_cause
 from envsdk.internals import release_utilization_monitor
 from envsdk.notices import notice
 from envsdk.progress import ProgressLine, format_line
@@ -236,8 +236,10 @@ def run_trial(
     resume: bool = False,
     errors_dir: Path | None = None,
     since: float = 0.0,
+    painter: Painter | None = None,
 ) -> Outcome:
-    """Train to the stop criteria (or a signal), checkpointing as the experiment asks."""
+    """Train to the stop criteria (or a signal), checkpointing as the experiment asks; ``painter``
+    draws the reward figure (else this process does)."""
     previous = _resumable(exp_dir) if resume else None
     if resume and previous is None:
         print(f"nothing to resume in {exp_dir}; starting a new run")
@@ -262,59 +264,54 @@ def run_trial(
     result: dict[str, Any] = {}
     algo = None
     _compute_threads(built)
-    with Painter() as painter:  # imports matplotlib on an idle core while the trial trains
-        catcher.install()
-        try:
-            algo = built.algo_class(config=built.config)
-            if start_from is not None:
-                algo.load_checkpoint(str(start_from))
-                offset_iter -= algo.iteration  # RLlib restores its iteration count, not its clock
-            loggers.start()
-            while True:
-                result = algo.train()
-                # The counters go on from the checkpoint, as when Tune restores a trial.
-                result["training_iteration"] += offset_iter
-                result["time_total_s"] += offset_time
-                result["trial_id"] = trial_id
-                log.append(result)
-                loggers.result(result)
-                progress.show(format_line(exp.name, result, exp.stop))
-                problem = criteria.missing(result)
-                if problem:
-                    raise UserError(problem, "fix the stop key in the YAML")
-                finished = criteria.reached(result)
-                if (
-                    catcher.signal_name
-                    or (finished and exp.checkpoint_at_end)
-                    or (exp.checkpoint_freq and result["training_iteration"] % exp.checkpoint_freq == 0)
-                ):
-                    checkpointer.save(algo, result)
-                if finished or catcher.signal_name:
-                    break
-        except KeyboardInterrupt:
-            if not catcher.signal_name:
-                raise
-            # a second signal: stop without a checkpoint
-        except Exception as err:
-            user = as_user_error(err)
-            if user is err:
-                raise
-            if user is not None:
-                raise user from err
-            # Reported as Tune reports a failed trial: one line now, the traceback in the trial folder.
-            (trial_dir / "error.txt").write_text(traceback.format_exc())
-            root = root_cause(err)
-            message = f"{type(root).__name__}: {root}"
-            cause = with_learner_stats(explain(message, errors_dir, since), result)
-            errors.append(f"{trial_dir}: {cause}" + (" (traceback in error.txt)" if cause == message else ""))
-        finally:
-            catcher.uninstall()
-            progress.finish()
-            log.close()
-            loggers.end(failed=bool(errors))
-            # Env runners and learners elsewhere take a while to stop: the reward plot is drawn meanwhile.
-            with _stopping(algo):
-                plot = plot_reward_curve(trial_dir, exp.name, painter)
+    catcher.install()
+    try:
+        algo = built.algo_class(config=built.config)
+        if start_from is not None:
+            algo.load_checkpoint(str(start_from))
+            offset_iter -= algo.iteration  # RLlib restores its iteration count, not its clock
+        loggers.start()
+        while True:
+            result = algo.train()
+            # The counters go on from the checkpoint, as when Tune restores a trial.
+            result["training_iteration"] += offset_iter
+            result["time_total_s"] += offset_time
+            result["trial_id"] = trial_id
+            log.append(result)
+            loggers.result(result)
+            progress.show(format_line(exp.name, result, exp.stop))
+            problem = criteria.missing(result)
+            if problem:
+                raise UserError(problem, "fix the stop key in the YAML")
+            finished = criteria.reached(result)
+            if (
+                catcher.signal_name
+                or (finished and exp.checkpoint_at_end)
+                or (exp.checkpoint_freq and result["training_iteration"] % exp.checkpoint_freq == 0)
+            ):
+                checkpointer.save(algo, result)
+            if finished or catcher.signal_name:
+                break
+    except KeyboardInterrupt:
+        if not catcher.signal_name:
+            raise
+        # a second signal: stop without a checkpoint
+    except Exception as err:
+        raise_if_user_error(err)
+        # Reported as Tune reports a failed trial: one line now, the traceback in the trial folder.
+        (trial_dir / "error.txt").write_text(traceback.format_exc())
+        root = root_cause(err)
+        message = f"{type(root).__name__}: {root}"
+        cause = with_learner_stats(explain(message, errors_dir, since), result)
+        errors.append(f"{trial_dir}: {cause}" + (" (traceback in error.txt)" if cause == message else ""))
+    finally:
+        catcher.uninstall()
+        progress.finish()
+        log.close()
+        loggers.end(failed=bool(errors))
+        # Env runners and learners elsewhere take a while to stop: the reward plot is drawn meanwhile.
+        with _stopping(algo):
+            plot = plot_reward_curve(trial_dir, exp.name, painter)
     return Outcome.from_result(
         name=exp.name,
         experiment_dir=exp_dir,

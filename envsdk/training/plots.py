@@ -7,6 +7,7 @@ import csv
 import json
 import math
 import re
+import select
 import subprocess
 import sys
 from pathlib import Path
@@ -46,14 +47,15 @@ def read_progress(trial_dir: Path) -> list[dict[str, Any]]:
 
 
 class Painter:
-    """A process that draws a trial's reward figure, started as the trial begins.
+    """A process that draws the reward figures of a train.py run, started before its first trial.
 
     Drawing in the training process means importing matplotlib at the end of
-    the run, on the critical path.  The painter
-    (``reward_figure.py`` run as a script) does that import on an idle core
-    while the trial trains.  If it cannot draw (it died, or was killed with the
-    process group), the figure is drawn here instead.  Leaving the ``with``
-    block ends it either way.
+    a trial, on the critical path; a process per trial pays that import again
+    for each experiment of a file.  The painter (``reward_figure.py`` run as a
+    script) imports it once, on an idle core while the first trial trains, and
+    then draws each trial's figure as it ends.  If it cannot draw (it died, or
+    was killed with the process group), the figure is drawn here instead.
+    Leaving the ``with`` block ends it either way.
     """
 
     def __init__(self) -> None:
@@ -65,32 +67,39 @@ class Painter:
                 # -P: the script's folder (envsdk/training) stays off sys.path; its modules would shadow
                 [sys.executable, "-P", reward_figure.__file__],
                 stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
             )
         return self
 
     def __exit__(self, *exc: object) -> None:
         proc, self._proc = self._proc, None
-        if proc is not None:
-            _finish(proc, None, timeout=5)  # stdin closed with no job: it exits
+        if proc is None:
+            return
+        try:
+            proc.communicate(timeout=5)  # stdin closed: it exits
+        except (OSError, subprocess.TimeoutExpired):
+            proc.kill()
+            proc.wait()
 
     def paint(self, rows: list[dict[str, Any]], title: str, out: Path) -> bool:
-        """Have the painter draw ``out``; False if it could not (then nothing of it is left running)."""
-        proc, self._proc = self._proc, None
-        if proc is None:
+        """Have the painter draw ``out``; False if it could not (then it is ended, and the next
+        figures are drawn here too)."""
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.stdout is None:
             return False
-        _finish(proc, json.dumps({"rows": rows, "title": title, "out": str(out)}).encode(), timeout=60)
-        return proc.returncode == 0 and out.is_file()
-
-
-def _finish(proc: subprocess.Popen[bytes], job: bytes | None, timeout: float) -> None:
-    """Send ``job`` (if any), close the painter's stdin and wait for it to exit; killed if it will not."""
-    try:
-        proc.communicate(job, timeout=timeout)
-    except (OSError, subprocess.TimeoutExpired):
-        proc.kill()
-        proc.wait()
+        job = json.dumps({"rows": rows, "title": title, "out": str(out)}) + "\n"
+        try:
+            proc.stdin.write(job.encode())
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], 60)
+            answer = proc.stdout.readline().decode().strip() if ready else ""
+        except OSError:  # it died: a broken pipe
+            answer = ""
+        if answer == reward_figure.DRAWN and out.is_file():
+            return True
+        self.__exit__()
+        return False
 
 
 def plot_reward_curve(trial_dir: Path, title: str = "", painter: Painter | None = None) -> Path | None:

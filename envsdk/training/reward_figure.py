@@ -2,9 +2,10 @@
 
 This module imports nothing from envsdk, so that ``python reward_figure.py``
 starts in a fraction of a second without RLlib.  ``plots.Painter`` starts it
-as a trial begins: it imports matplotlib on an idle core while
-the trial trains, then draws the figure from one JSON job on its stdin when
-the trial ends.  Its stdin closed with no job, it exits.
+once per train.py run, before the first trial: it imports matplotlib on an
+idle core while the trial trains, then draws each trial's figure from a JSON
+job (one line on its stdin) and answers each with a line on its stdout.  Its
+stdin closed, it exits.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import signal
 import sys
 from pathlib import Path
 from typing import Any, BinaryIO
+
+DRAWN = "drawn"  # the answer to a job whose figure is written
 
 
 def draw(rows: list[dict[str, Any]], title: str, out: Path | BinaryIO) -> None:
@@ -57,11 +60,16 @@ def _serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # What this process is started early to do: import matplotlib and draw once (fonts, PNG writer).
     draw([{"steps": 0, "time": 0, "return": 0, "elo": {}}], "", io.BytesIO())
-    text = sys.stdin.read()
-    if text:
-        job = json.loads(text)
-        draw(job["rows"], job["title"], Path(job["out"]))
-    os._exit(0)  # the figure is written and closed; the interpreter's teardown is time for nothing
+    for line in sys.stdin:
+        job = json.loads(line)
+        try:
+            draw(job["rows"], job["title"], Path(job["out"]))
+            answer = DRAWN
+        except Exception as err:  # the caller draws it then, and says why if it fails there too
+            answer = f"{type(err).__name__}: {err}".replace("\n", " ")
+        sys.stdout.write(answer + "\n")
+        sys.stdout.flush()
+    os._exit(0)  # every figure is written and closed; the interpreter's teardown is time for nothing
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from envsdk.training.in_process import run_trial, runs_in_process
 from envsdk.training.interrupt import CheckpointOnRequest, Interrupter
 from envsdk.training.logger_callbacks import logger_callbacks
 from envsdk.training.outcome import Outcome
-from envsdk.training.plots import plot_reward_curve
+from envsdk.training.plots import Painter, plot_reward_curve
 from envsdk.training.resources import PendingWatch
 
 DEFAULT_STORAGE = Path("~/ray_results").expanduser()
@@ -77,8 +77,10 @@ def run_experiment(
     storage_path: str | None = None,
     resume: bool = False,
     restore: str | None = None,
+    painter: Painter | None = None,
 ) -> Outcome:
-    """Train one experiment to its stop criteria; returns where things landed."""
+    """Train one experiment to its stop criteria; returns where things landed.  ``painter`` draws
+    the reward figure (else this process does)."""
     storage = Path(storage_path or exp.storage_path or DEFAULT_STORAGE).expanduser().resolve()
     exp_dir = storage / exp.name
     score_attr, order = exp.score_metric, exp.score_mode
@@ -94,7 +96,14 @@ def run_experiment(
     if runs_in_process(exp, built) and not (resume and tune.Tuner.can_restore(str(exp_dir))):
         with without_object_store():  # trains with no Ray started when nothing runs outside this process
             return run_trial(
-                exp, built, exp_dir, run_info, resume=resume, errors_dir=errors_dir, since=started
+                exp,
+                built,
+                exp_dir,
+                run_info,
+                resume=resume,
+                errors_dir=errors_dir,
+                since=started,
+                painter=painter,
             )
     interrupter = Interrupter(exp_dir)
     current = built.config.callbacks_class  # keep a user's callbacks class: RLlib takes a list
@@ -147,7 +156,7 @@ def run_experiment(
     finally:
         interrupter.uninstall()
     stopper.raise_problem()
-    return summarise(exp, exp_dir, grid, errors_dir, started, interrupter.signal_name)
+    return summarise(exp, exp_dir, grid, errors_dir, started, interrupter.signal_name, painter)
 
 
 def summarise(
@@ -157,6 +166,7 @@ def summarise(
     errors_dir: Path,
     since: float,
     interrupted: str | None,
+    painter: Painter | None = None,
 ) -> Outcome:
     """The outcome of a Tune run: its best checkpoint picked as rollout.py picks one (manifests)."""
     explain = failures.explain
@@ -174,7 +184,7 @@ def summarise(
         trial_dir, checkpoint = (next(iter(trials), None), None)
     result = trials.get(trial_dir) if trial_dir is not None else None
     metrics = result.metrics if result is not None and result.metrics else {}
-    plot = plot_reward_curve(trial_dir, exp.name) if trial_dir else None
+    plot = plot_reward_curve(trial_dir, exp.name, painter) if trial_dir else None
     return Outcome.from_result(
         name=exp.name,
         experiment_dir=exp_dir,
