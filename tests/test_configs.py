@@ -8,8 +8,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.helpers import ROOT, progress_rows, trial_dirs
+from tests.helpers import ROOT, progress_rows, run_train, trial_dirs
 
 OFFLINE = {"cartpole-bc.yaml"}  # trains from a rollout.py recording: tests/test_offline.py
 # Configs whose batches take minutes on 2 cores: smaller batches here, every other key as shipped.
@@ -22,6 +23,28 @@ QUICK = {
     "halfcheetah-sac.yaml": ["--config.num_steps_sampled_before_learning_starts=256"],
 }
 CONFIGS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml") if p.name not in OFFLINE)
+# The configs that take flags of their own train in a train.py each; the others train in one
+# train.py with several -f (as a user may run them), which pays Python's and RLlib's start once.
+ALONE = {"tune-search.yaml", *QUICK, *(name for name in CONFIGS if name.startswith("unity-"))}
+TOGETHER = [name for name in CONFIGS if name not in ALONE]
+
+
+def experiment_names(name: str) -> list[str]:
+    return list(yaml.safe_load((ROOT / "configs" / name).read_text()))
+
+
+@pytest.fixture(scope="module")
+def together(ray_address, tmp_path_factory) -> tuple[str, Path]:
+    """Every config of TOGETHER trained for 2 iterations in one train.py; returns (stdout, results)."""
+    results = tmp_path_factory.mktemp("configs") / "results"
+    files = [arg for name in TOGETHER for arg in ("-f", f"configs/{name}")]
+    out = run_train(
+        [*files, "--stop-iters", "2", "--checkpoint-at-end", "--ray-address", ray_address,
+         "--local-dir", str(results)],
+        timeout=570,  # under pytest-timeout's 600 s
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout, results
 
 
 def test_every_config_is_covered():
@@ -38,18 +61,25 @@ def test_every_config_is_covered():
 
 
 @pytest.mark.parametrize("name", CONFIGS)
-def test_config_trains(train, name):
+def test_config_trains(request, name):
     if name == "unity-dodgeball.yaml" and shutil.which("Xvfb") is None:
         pytest.skip("its camera needs Xvfb, which is not installed")
     iters = "4" if name == "tune-search.yaml" else "2"
-    logs = train.results.parent / "logs"  # the dodgeball config keeps player logs under its cwd
-    extra = [f"--config.env_config.log_folder={logs}"] if name.startswith("unity-") else []
-    out = train(
-        "-f", f"configs/{name}", "--stop-iters", iters, "--checkpoint-at-end", *extra, *QUICK.get(name, [])
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "done:" in out.stdout
-    trials = trial_dirs(train.results)
+    extra: list[str] = []
+    if name in ALONE:
+        train = request.getfixturevalue("train")
+        logs = train.results.parent / "logs"  # the dodgeball config keeps player logs under its cwd
+        extra = [f"--config.env_config.log_folder={logs}"] if name.startswith("unity-") else []
+        args = ["-f", f"configs/{name}", "--stop-iters", iters, "--checkpoint-at-end", *extra]
+        out = train(*args, *QUICK.get(name, []))
+        assert out.returncode == 0, out.stderr[-2000:]
+        stdout, trials = out.stdout, trial_dirs(train.results)
+    else:
+        stdout, results = request.getfixturevalue("together")
+        folders = [results / experiment for experiment in experiment_names(name)]
+        trials = sorted(p.parent for folder in folders for p in folder.glob("*/progress.csv"))
+    for experiment in experiment_names(name):
+        assert f"done: {experiment}:" in stdout, experiment
     assert trials, "no trial folder written"
     for trial in trials:
         rows = progress_rows(trial)
@@ -85,14 +115,14 @@ def test_config_trains(train, name):
         assert lrs == [0.0003, 0.001]
 
 
-def test_checkpoint_loads_and_acts(train):
+def test_checkpoint_loads_and_acts(together):
     import numpy as np
     import torch
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-    out = train("-f", "configs/cartpole-ppo.yaml", "--stop-iters", "1")
-    assert out.returncode == 0
-    line = next(ln for ln in out.stdout.splitlines() if "best checkpoint:" in ln)
+    stdout, _ = together
+    section = stdout.split("done: cartpole-ppo:", 1)[1]
+    line = next(ln for ln in section.splitlines() if "best checkpoint:" in ln)
     ckpt = Path(line.split("best checkpoint:")[1].strip())
     module_dir = ckpt / "learner_group" / "learner" / "rl_module" / "default_policy"
     module = RLModule.from_checkpoint(module_dir)

@@ -330,6 +330,44 @@ def test_atari_frames_are_preprocessed(families):
     assert re.search(r"\[atari\] model default_policy: 42x42x2 float32 image -> CNN", output), output
 
 
+class _RawFrames(gym.Wrapper):
+    """The base ALE env, keeping the raw frames of the steps it took."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.frames: list[np.ndarray] = []
+
+    def step(self, action):
+        out = self.env.step(action)
+        self.frames.append(out[0])
+        return out
+
+
+@pytest.mark.parametrize(("dim", "grayscale"), [(84, True), (42, False)])
+def test_each_atari_frame_is_the_max_of_two_raw_frames_grayscaled_and_resized_once(dim, grayscale):
+    """DeepMind's order, which SB3's AtariWrapper keeps: each step's new frame is the pixel max of
+    the last two raw frames its action was repeated for, then grayscaled and resized (OpenCV, as
+    RLlib's wrappers do), scaled to [-1, 1]."""
+    import ale_py
+    import cv2
+
+    from envsdk.envs import atari
+
+    gym.register_envs(ale_py)
+    base = _RawFrames(gym.make("ALE/Pong-v5", frameskip=1, repeat_action_probability=0.0))
+    env = atari.wrap(base, atari.AtariSettings(dim=dim, grayscale=grayscale, framestack=4))
+    env.reset(seed=3)
+    channels = 1 if grayscale else 3
+    for step in range(40):
+        base.frames.clear()
+        obs, *_ = env.step(step % 6)
+        assert len(base.frames) == 4 and obs.shape == (dim, dim, 4 * channels)
+        top = np.maximum(base.frames[-2], base.frames[-1])
+        frame = cv2.cvtColor(top, cv2.COLOR_RGB2GRAY) if grayscale else top
+        frame = cv2.resize(frame, (dim, dim), interpolation=cv2.INTER_AREA).reshape(dim, dim, channels)
+        np.testing.assert_array_equal(obs[..., -channels:], frame.astype(np.float32) / 128.0 - 1.0)
+
+
 # ---- self-play on a turn-based game ----------------------------------------------------------------
 
 

@@ -1,13 +1,16 @@
 """The standard Atari preprocessing, from YAML alone: the ``atari_preprocessing`` config key.
 
 An Atari env (an ``ALE/...`` id, or one of ale-py's older ids such as ``PongNoFrameskip-v4``)
-gets, unless the YAML says ``atari_preprocessing: false``, the preprocessing that RLlib's
-Atari examples use (``wrap_atari_for_new_api_stack``): frames resized to ``dim`` x ``dim``
-and grayscaled, scaled to [-1, 1], the max over ``frameskip`` frames, up to 30 no-ops at
-reset, one life per episode, FIRE at reset where the game needs it, and the last
-``framestack`` frames stacked.  The base env is made with ``frameskip: 1`` and no sticky
-actions (``repeat_action_probability: 0``), as those examples make it, unless
-``env_config`` says otherwise.  Ray 1.x did this by default too (``preprocessor_pref:
+gets, unless the YAML says ``atari_preprocessing: false``, the standard preprocessing, built
+from RLlib's Atari wrappers: each action repeated for ``frameskip`` frames and the max of the
+last two raw frames kept, that frame grayscaled and resized to ``dim`` x ``dim``, scaled to
+[-1, 1], up to 30 no-ops at reset, one life per episode, FIRE at reset where the game needs
+it, and the last ``framestack`` frames stacked.  That is DeepMind's order, which SB3's
+``AtariWrapper`` keeps too; RLlib's ``wrap_atari_for_new_api_stack`` grayscales and resizes
+every raw frame before taking the max, four times the work per step for the same kind of
+frame.  The base env is made with ``frameskip: 1`` and no sticky actions
+(``repeat_action_probability: 0``), as RLlib's examples make it, unless ``env_config`` says
+otherwise.  Ray 1.x did this by default too (``preprocessor_pref:
 deepmind``), sized by ``model: {dim, grayscale, framestack}``: :func:`from_model_options`.
 """
 
@@ -94,8 +97,17 @@ def is_atari(env: Any) -> bool:
 
 
 def wrap(env: Any, settings: AtariSettings) -> Any:
-    """``env`` with the preprocessing of RLlib's Atari examples (see the module docstring)."""
-    from ray.rllib.env.wrappers.atari_wrappers import wrap_atari_for_new_api_stack
+    """``env`` with the standard preprocessing (see the module docstring)."""
+    import gymnasium as gym
+    from ray.rllib.env.wrappers.atari_wrappers import (
+        EpisodicLifeEnv,
+        FireResetEnv,
+        FrameStack,
+        MaxAndSkipEnv,
+        NoopResetEnv,
+        NormalizedImageEnv,
+        WarpFrame,
+    )
 
     if not is_atari(env):
         raise UserError(
@@ -103,10 +115,15 @@ def wrap(env: Any, settings: AtariSettings) -> Any:
             f" and this env is {type(env.unwrapped).__name__}",
             "remove atari_preprocessing, or use an ALE id such as ALE/Pong-v5",
         )
-    return wrap_atari_for_new_api_stack(
-        env,
-        dim=settings.dim,
-        frameskip=settings.frameskip,
-        framestack=settings.framestack if settings.framestack > 1 else None,
-        grayscale=settings.grayscale,
-    )
+    env = gym.wrappers.TimeLimit(env, max_episode_steps=108_000)
+    if settings.frameskip > 1:
+        env = MaxAndSkipEnv(env, skip=settings.frameskip)  # the max of the last two raw frames
+    env = WarpFrame(env, dim=settings.dim, grayscale=settings.grayscale)  # once per step
+    env = NormalizedImageEnv(env)
+    env = NoopResetEnv(env, noop_max=30)  # no-ops of frameskip frames each, as RLlib's
+    env = EpisodicLifeEnv(env)
+    if "FIRE" in env.unwrapped.get_action_meanings():
+        env = FireResetEnv(env)
+    if settings.framestack > 1:
+        env = FrameStack(env, k=settings.framestack)
+    return env

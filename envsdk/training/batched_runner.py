@@ -140,14 +140,13 @@ def _categorical(logits: np.ndarray, rng: np.random.Generator) -> tuple[np.ndarr
     """An action and its log-probability per row of logits, as TorchCategorical samples them
     (int32 and float32, as RLlib's TensorToNumpy leaves them), in numpy, without building
     torch.distributions objects at every step.  An action of probability 0 (a masked one) is never
-    drawn: ``u`` scaled by the row's total stays below its last cumulative step."""
+    drawn: the uniform number scaled by the row's total stays below its last cumulative step."""
     z = logits - logits.max(axis=-1, keepdims=True)
-    logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
-    cdf = np.exp(logp).cumsum(axis=-1)
-    u = rng.random((*cdf.shape[:-1], 1)) * cdf[..., -1:]
-    actions = (cdf <= u).sum(axis=-1, dtype=np.int32)
-    flat = logp.reshape(-1, logp.shape[-1])
-    chosen = flat[np.arange(len(flat)), actions.reshape(-1)].reshape(actions.shape)
+    cdf = np.exp(z).cumsum(axis=-1)
+    total = cdf[..., -1:]
+    actions = (cdf <= rng.random(total.shape) * total).sum(axis=-1, dtype=np.int32)
+    flat = z.reshape(-1, z.shape[-1])
+    chosen = flat[np.arange(len(flat)), actions.reshape(-1)].reshape(actions.shape) - np.log(total[..., 0])
     return actions, chosen.astype(np.float32, copy=False)
 
 
