@@ -60,6 +60,7 @@ def test_every_config_is_covered():
     } <= set(CONFIGS)
 
 
+@pytest.mark.slow  # its fixtures are requested by name, which the marker rule cannot see
 @pytest.mark.parametrize("name", CONFIGS)
 def test_config_trains(request, name):
     if name == "unity-dodgeball.yaml" and shutil.which("Xvfb") is None:
