@@ -73,6 +73,9 @@ class Painter:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self._end()
+
+    def _end(self) -> None:
         proc, self._proc = self._proc, None
         if proc is None:
             return
@@ -98,7 +101,7 @@ class Painter:
             answer = ""
         if answer == reward_figure.DRAWN and out.is_file():
             return True
-        self.__exit__()
+        self._end()
         return False
 
 
