@@ -260,10 +260,11 @@ def test_checkpoint_layout_of_connector_pieces(train):
 RAY_FREE_RUN = """
 SMALL = {  # seconds, not minutes, per iteration
     "PPO": {"train_batch_size": 256, "minibatch_size": 128, "num_epochs": 1},
-    "DQN": {"min_sample_timesteps_per_iteration": 50, "num_steps_sampled_before_learning_starts": 20,
-            "train_batch_size": 32},
-    "SAC": {"min_sample_timesteps_per_iteration": 50, "num_steps_sampled_before_learning_starts": 20,
-            "train_batch_size": 32},
+    # train_batch_size_per_learner: the new stack's batch (train_batch_size is the old stack's)
+    "DQN": {"min_sample_timesteps_per_iteration": 40, "num_steps_sampled_before_learning_starts": 20,
+            "train_batch_size_per_learner": 32},
+    "SAC": {"min_sample_timesteps_per_iteration": 40, "num_steps_sampled_before_learning_starts": 20,
+            "train_batch_size_per_learner": 32},
 }
 import importlib
 import sys
@@ -279,8 +280,9 @@ with without_object_store():
     algo.train()
     algo.save_checkpoint(folder)
     algo.load_checkpoint(folder)
-    algo.train()
+    trained = algo.train()["learners"]["__all_modules__"]["num_module_steps_trained"]
     algo.stop()
+assert trained > 0, trained  # the restored algorithm updated its module
 assert not ray.is_initialized()
 """
 

@@ -104,6 +104,8 @@ def test_the_batched_loop_returns_rllibs_episodes(tmp_path, case):
             torch.manual_seed(i)
             got = ours.sample(**call)
             assert ours.why_not() is None
+            # RLlib's own PPO module over an MLP: the policy pass of policy_pass.py samples
+            assert (ours.flat_pass is not None) == (case[:2] == ("PPO", "box") and not case[3]), case
             assert [len(e) for e in got] == [len(e) for e in expected], call
             assert sum(len(e) for e in got) > 0
             for n, (want, have) in enumerate(zip(expected, got, strict=True)):
@@ -275,3 +277,90 @@ def test_the_vector_env_must_reset_at_the_next_step(tmp_path):
     with _runner(tmp_path) as runner:
         runner.env.metadata["autoreset_mode"] = gym.vector.AutoresetMode.SAME_STEP
         assert "not at the next step" in (runner.why_not() or "")
+
+
+def _ppo_module(env: gym.Env, model: dict[str, Any], inference_only: bool = True) -> Any:
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    config = PPOConfig().environment(observation_space=env.observation_space, action_space=env.action_space)
+    spec = config.rl_module(model_config=model).get_rl_module_spec(env=env, inference_only=inference_only)
+    return spec.build()
+
+
+@pytest.mark.parametrize(
+    ("env_id", "model", "inference_only"),
+    [
+        ("CartPole-v1", {"fcnet_hiddens": [64, 64], "fcnet_activation": "tanh"}, True),
+        ("CartPole-v1", {"fcnet_hiddens": [32], "fcnet_activation": "relu", "vf_share_layers": True}, True),
+        ("CartPole-v1", {"fcnet_hiddens": [16, 16], "fcnet_use_layernorm": True}, False),  # critic built too
+        ("Pendulum-v1", {"fcnet_hiddens": [64, 64], "fcnet_activation": "silu"}, True),  # log-std clipped
+        ("Pendulum-v1", {"fcnet_hiddens": [8], "head_fcnet_hiddens": [8]}, True),
+    ],
+)
+def test_the_policy_pass_gives_exactly_the_modules_outputs(env_id, model, inference_only):
+    from envsdk import internals
+    from envsdk.training.policy_pass import policy_pass
+
+    env = gym.make(env_id)
+    module = _ppo_module(env, model, inference_only)
+    fast = policy_pass(module)
+    assert fast is not None
+    obs = torch.as_tensor(np.stack([env.observation_space.sample() for _ in range(5)]), dtype=torch.float32)
+    module.eval()
+    with torch.no_grad():
+        for explore in (True, False):
+            own = internals.module_forward(module, explore)({"obs": obs})["action_dist_inputs"]
+            assert torch.equal(fast(obs), own)
+            assert fast.same_as_module({"obs": obs}, fast(obs), explore)
+        module.set_state({k: v + 0.5 for k, v in module.get_state().items()})  # new weights: read live
+        own = internals.module_forward(module, True)({"obs": obs})["action_dist_inputs"]
+        assert torch.equal(fast(obs), own)
+
+
+def test_modules_whose_pass_is_not_rllibs_default_mlp_get_none():
+    from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+
+    from envsdk.training.policy_pass import policy_pass
+
+    cartpole = gym.make("CartPole-v1")
+    image = gym.make("CartPole-v1")
+    image.observation_space = gym.spaces.Box(0, 1, (42, 42, 3), np.float32)
+    assert policy_pass(_ppo_module(image, {"conv_filters": [[16, 4, 2], [32, 4, 2]]})) is None  # a CNN
+    assert policy_pass(_ppo_module(cartpole, {"use_lstm": True})) is None  # recurrent
+
+    class Doubled(DefaultPPOTorchRLModule):
+        def _forward(self, batch, **kwargs):
+            out = super()._forward(batch, **kwargs)
+            return {**out, "action_dist_inputs": out["action_dist_inputs"] * 2}
+
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    spec = RLModuleSpec(
+        module_class=Doubled,
+        observation_space=cartpole.observation_space,
+        action_space=cartpole.action_space,
+        model_config={"fcnet_hiddens": [8]},
+        inference_only=True,
+    )
+    assert policy_pass(spec.build()) is None  # a user's module of its own pass
+
+
+def test_a_policy_pass_unlike_the_modules_is_dropped_and_the_module_samples(tmp_path):
+    from envsdk.training.policy_pass import PolicyPass
+
+    theirs, ours = _runners(tmp_path, ("PPO", "box", "discrete", False))
+    try:
+        assert ours.why_not() is None and ours.flat_pass is not None
+        ours.flat_pass = PolicyPass(ours.module, ours.flat_pass.layers_as_given[:-1])  # the pi head left out
+        for runner in (theirs, ours):
+            runner.env.action_space.seed(3)
+        torch.manual_seed(3)
+        expected = theirs.sample(num_timesteps=30, force_reset=True)
+        torch.manual_seed(3)
+        got = ours.sample(num_timesteps=30, force_reset=True)
+        assert ours.flat_pass is None
+        for n, (want, have) in enumerate(zip(expected, got, strict=True)):
+            _same(_state(want), _state(have), f"episode {n}")
+    finally:
+        theirs.stop()
+        ours.stop()

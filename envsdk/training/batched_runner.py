@@ -66,6 +66,7 @@ from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 from envsdk import internals
 from envsdk.training import guards
 from envsdk.training.callbacks import READS_THE_EPISODE_ONLY, hook_list
+from envsdk.training.policy_pass import PolicyPass, policy_pass
 
 logger = logging.getLogger(__name__)
 
@@ -300,6 +301,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         self._why_not: str | None = None
         self._checked = False
         self.draws = dict(DRAWS)  # empty: every action drawn by the GetActions piece, as RLlib's loop does
+        self.flat_pass: PolicyPass | None = None  # None: the module's own pass (policy_pass.py)
         seed = config.seed
         self.rng = np.random.default_rng(None if seed is None else [seed, self.worker_index or 0])
 
@@ -310,6 +312,8 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             self._why_not = self._find_why_not()
             if self._why_not is not None:
                 logger.warning("sampler: RLlib's loop samples this env runner: %s", self._why_not)
+            else:
+                self.flat_pass = policy_pass(self.module)
         return self._why_not
 
     def _find_why_not(self) -> str | None:
@@ -388,7 +392,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         steps = _Steps(np.array([not e.is_reset for e in state.episodes]))
         runners = self.config.num_env_runners or 1
         lifetime = self.num_env_steps_sampled_lifetime // runners
-        forward = internals.module_forward(module, explore)
+        forward = self._forward_function(explore, lifetime, runners)
         get_actions = internals.runner_module_to_env(self).connectors[0]
         draw = self.draws.get(module.get_exploration_action_dist_cls()) if explore else None
         episodes = state.episodes  # GetActions reads whether they are multi-agent
@@ -409,10 +413,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                 else:
                     began = time.perf_counter()
                     with torch.no_grad():
-                        if explore:
-                            out = forward(to_module, t=(lifetime + steps.env_steps) * runners)
-                        else:
-                            out = forward(to_module)
+                        out = forward(to_module, steps.env_steps)
                     steps.forward_s += time.perf_counter() - began
                     inputs: Any = out.get(Columns.ACTION_DIST_INPUTS)
                     array = (
@@ -441,6 +442,31 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             if was_training:
                 module.train()
         return steps
+
+    def _forward_function(self, explore: bool, lifetime: int, runners: int) -> Callable[[Any, int], Any]:
+        """The module's exploration or inference pass, as a function of the module input and the
+        sample's env steps so far: the row of torch calls of :mod:`policy_pass` where the module
+        allows it (checked against the module's own pass at its first call), else the module's."""
+        module: Any = self.module
+        own = internals.module_forward(module, explore)
+
+        def module_pass(batch: Any, env_steps: int) -> Any:
+            return own(batch, t=(lifetime + env_steps) * runners) if explore else own(batch)
+
+        fast = self.flat_pass
+        if fast is None:
+            return module_pass
+
+        def fast_pass(batch: Any, env_steps: int) -> Any:
+            if self.flat_pass is not fast or len(batch) != 1 or Columns.OBS not in batch:
+                return module_pass(batch, env_steps)
+            out = fast(batch[Columns.OBS])
+            if not fast.checked and not fast.same_as_module(batch, out, explore):
+                self.flat_pass = None  # for good: this sample's next steps too
+                return module_pass(batch, env_steps)
+            return {Columns.ACTION_DIST_INPUTS: out}
+
+        return fast_pass
 
     def _for_env_function(self) -> Callable[[Any], Any]:
         """RLlib's NormalizeAndClipActions on a whole batch: Box actions unsquashed or clipped."""
