@@ -196,6 +196,13 @@ def _to_numpy(out: dict[str, Any]) -> dict[str, Any]:
 def _to_tensor(obs: Any, device: Any) -> Any:
     """RLlib's ``convert_to_torch_tensor`` (NumpyToTensor): one array as a float32 (or integer)
     tensor without a copy, anything else through RLlib's own function."""
+    if (
+        obs.__class__ is np.ndarray
+        and obs.dtype == np.float32
+        and device.type == "cpu"
+        and obs.flags.writeable
+    ):
+        return torch.from_numpy(obs)  # the usual case, as the branch below would give it
     if isinstance(obs, np.ndarray) and obs.dtype != object and device.type == "cpu" and obs.flags.writeable:
         tensor = torch.from_numpy(obs)
         return tensor.float() if tensor.is_floating_point() and tensor.dtype != torch.float16 else tensor
@@ -258,24 +265,20 @@ class _Stacked:
         self.times = steps.times
 
     def observation(self, step: int, env: int) -> Any:
-        return tree.map_structure(lambda x: x[step, env], self.obs)
+        return _take(self.obs, (step, env))
 
     def fill(self, episode: Any, env: int, first: int, end: int) -> None:
         """Add steps ``first``..``end - 1`` of sub-env ``env`` to ``episode``: the data that
         ``add_env_step`` would have added one by one, as finalized (numpy) buffers."""
-        part = slice(first, end)
-        episode.observations = _joined(
-            episode.observations, tree.map_structure(lambda x: x[part, env], self.obs)
-        )
-        episode.actions = _joined(episode.actions, tree.map_structure(lambda x: x[part, env], self.actions))
-        episode.rewards = _joined(episode.rewards, self.rewards[part, env])
+        part = (slice(first, end), env)
+        _extend(episode.observations, _take(self.obs, part))
+        _extend(episode.actions, _take(self.actions, part))
+        _extend(episode.rewards, self.rewards[part])
         for key, values in self.extra.items():
             if key in episode.extra_model_outputs:
-                episode.extra_model_outputs[key] = _joined(
-                    episode.extra_model_outputs[key], values[part, env]
-                )
+                _extend(episode.extra_model_outputs[key], values[part])
             else:
-                episode.extra_model_outputs[key] = InfiniteLookbackBuffer(data=values[part, env])
+                episode.extra_model_outputs[key] = InfiniteLookbackBuffer(data=values[part])
         infos = [self.infos[s][env] for s in range(first, end)]
         episode.infos.data.extend(infos)
         episode.t = episode.t_started + len(episode.rewards)
@@ -286,11 +289,22 @@ class _Stacked:
         )
 
 
-def _joined(buffer: InfiniteLookbackBuffer, new: Any) -> InfiniteLookbackBuffer:
-    """``buffer``'s data (lookback included) followed by ``new``, as one finalized buffer."""
+def _take(data: Any, index: tuple) -> Any:
+    """``data[index]``, for one array or each array of a struct (a Dict or Tuple space's)."""
+    return data[index] if isinstance(data, np.ndarray) else tree.map_structure(lambda x: x[index], data)
+
+
+def _extend(buffer: InfiniteLookbackBuffer, new: Any) -> None:
+    """Make ``buffer``'s data (lookback included) followed by ``new`` one finalized array (or struct
+    of arrays), in place: its lookback and space stay as they are."""
     old = buffer.data if buffer.finalized else batch(list(buffer.data)) if len(buffer.data) else None
-    data = new if old is None else tree.map_structure(lambda a, b: np.concatenate([a, b]), old, new)
-    return InfiniteLookbackBuffer(data=data, lookback=buffer.lookback, space=buffer.space)
+    if old is None:
+        buffer.data = new
+    elif isinstance(new, np.ndarray):
+        buffer.data = np.concatenate([old, new])
+    else:
+        buffer.data = tree.map_structure(lambda a, b: np.concatenate([a, b]), old, new)
+    buffer.finalized = True
 
 
 class BatchedEnvRunner(SingleAgentEnvRunner):
@@ -398,6 +412,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         episodes = state.episodes  # GetActions reads whether they are multi-agent
         for_env = self._for_env_function()
         device = next(iter(module.parameters()), torch.zeros(0)).device
+        no_grad = torch.no_grad()  # one context object for the sample's steps
         was_training = bool(module.training)
         module.eval()
         try:
@@ -412,7 +427,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                     actions = env_actions = env.action_space.sample()
                 else:
                     began = time.perf_counter()
-                    with torch.no_grad():
+                    with no_grad:
                         out = forward(to_module, steps.env_steps)
                     steps.forward_s += time.perf_counter() - began
                     inputs: Any = out.get(Columns.ACTION_DIST_INPUTS)
@@ -456,11 +471,12 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         fast = self.flat_pass
         if fast is None:
             return module_pass
+        bound = fast.bind()
 
         def fast_pass(batch: Any, env_steps: int) -> Any:
             if self.flat_pass is not fast or len(batch) != 1 or Columns.OBS not in batch:
                 return module_pass(batch, env_steps)
-            out = fast(batch[Columns.OBS])
+            out = bound(batch[Columns.OBS])
             if not fast.checked and not fast.same_as_module(batch, out, explore):
                 self.flat_pass = None  # for good: this sample's next steps too
                 return module_pass(batch, env_steps)

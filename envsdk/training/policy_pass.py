@@ -97,14 +97,27 @@ class PolicyPass:
         self.checked = False
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
-        out = obs
-        for linear, layer in self.layers:
-            out = F.linear(out, linear.weight, linear.bias) if linear is not None else layer(out)
-        if self.head.clip_log_std:  # TorchMLPHead._forward's clip of the log stds
-            means, log_stds = torch.chunk(out, chunks=2, dim=-1)
-            bound = self.head.log_std_clip_param_const
-            out = torch.cat((means, torch.clamp(log_stds, -bound, bound)), dim=-1)
-        return out
+        return self.bind()(obs)
+
+    def bind(self) -> Callable[[torch.Tensor], torch.Tensor]:
+        """The pass over the layers' weights as they are now, looked up once: a runner binds it
+        at each ``sample()`` call, as the weights change only between calls."""
+        calls = [
+            (F.linear, (linear.weight, linear.bias)) if linear is not None else (layer, ())
+            for linear, layer in self.layers
+        ]
+        bound = self.head.log_std_clip_param_const if self.head.clip_log_std else None
+
+        def run(obs: torch.Tensor) -> torch.Tensor:
+            out = obs
+            for function, weights in calls:
+                out = function(out, *weights)
+            if bound is not None:  # TorchMLPHead._forward's clip of the log stds
+                means, log_stds = torch.chunk(out, chunks=2, dim=-1)
+                out = torch.cat((means, torch.clamp(log_stds, -bound, bound)), dim=-1)
+            return out
+
+        return run
 
     def same_as_module(self, batch: dict[str, Any], out: torch.Tensor, explore: bool) -> bool:
         """Whether the module's own pass gives exactly ``out`` for ``batch`` (checked once)."""
