@@ -396,6 +396,19 @@ def module_forward(module: Any, explore: bool) -> Any:
     return module._forward_exploration if explore else module._forward_inference
 
 
+def keeps_default_passes(module: Any) -> bool:
+    """Whether a TorchRLModule's class keeps ``TorchRLModule``'s exploration and inference passes,
+    which call ``_forward`` under ``no_grad``; the batched runner's policy pass (policy_pass.py)
+    stands in for them only then."""
+    from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
+
+    cls = type(module)
+    return (
+        cls._forward_exploration is TorchRLModule._forward_exploration
+        and cls._forward_inference is TorchRLModule._forward_inference
+    )
+
+
 def convert_done_episodes_once() -> None:
     """Make a repeat ``MultiAgentEpisode.to_numpy()`` on an ended, converted episode a no-op.
 

@@ -751,3 +751,32 @@ def test_private_runner_state_the_loop_uses_exists():
         source = inspect.getsource(getattr(TorchRLModule, name))
         assert "self.eval()" in source and f"self._{name}(batch, **kwargs)" in source, name
     assert internals.RunnerState.__doc__
+
+
+def test_module_passes_are_torch_rl_modules_forward_under_no_grad():
+    """``module_forward`` calls the passes RLlib's ``forward_exploration``/``forward_inference``
+    wrap; ``keeps_default_passes`` says whether a class kept TorchRLModule's, which run ``_forward``
+    under ``no_grad`` (policy_pass.py stands in for those only)."""
+    import gymnasium as gym
+    import numpy as np
+    import torch
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    env = gym.make("CartPole-v1")
+    module = PPOConfig().environment("CartPole-v1").get_rl_module_spec(env=env, inference_only=True).build()
+    batch = {"obs": torch.as_tensor(np.stack([env.observation_space.sample() for _ in range(3)]))}
+    for explore, public in ((True, module.forward_exploration), (False, module.forward_inference)):
+        own = internals.module_forward(module, explore)(batch)["action_dist_inputs"]
+        assert torch.equal(own, public(batch)["action_dist_inputs"]) and not own.requires_grad
+    assert internals.keeps_default_passes(module)
+
+    class Exploring(DefaultPPOTorchRLModule):
+        def _forward_exploration(self, batch, **kwargs):
+            return self._forward(batch, **kwargs)
+
+    spec = RLModuleSpec(
+        module_class=Exploring, observation_space=env.observation_space, action_space=env.action_space
+    )
+    assert not internals.keeps_default_passes(spec.build())

@@ -29,7 +29,6 @@ from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPP
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.torch.encoder import TorchActorCriticEncoder, TorchMLPEncoder
 from ray.rllib.core.models.torch.heads import TorchMLPHead
-from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
 from envsdk import internals
 
@@ -59,8 +58,7 @@ def policy_pass(module: Any) -> PolicyPass | None:
     if not (
         isinstance(module, DefaultPPOTorchRLModule)
         and cls._forward is DefaultPPOTorchRLModule._forward
-        and cls._forward_exploration is TorchRLModule._forward_exploration
-        and cls._forward_inference is TorchRLModule._forward_inference
+        and internals.keeps_default_passes(module)
         and not module.is_stateful()
         and type(getattr(module, "pi", None)) is TorchMLPHead
     ):
