@@ -196,13 +196,6 @@ def _to_numpy(out: dict[str, Any]) -> dict[str, Any]:
 def _to_tensor(obs: Any, device: Any) -> Any:
     """RLlib's ``convert_to_torch_tensor`` (NumpyToTensor): one array as a float32 (or integer)
     tensor without a copy, anything else through RLlib's own function."""
-    if (
-        obs.__class__ is np.ndarray
-        and obs.dtype == np.float32
-        and device.type == "cpu"
-        and obs.flags.writeable
-    ):
-        return torch.from_numpy(obs)  # the usual case, as the branch below would give it
     if isinstance(obs, np.ndarray) and obs.dtype != object and device.type == "cpu" and obs.flags.writeable:
         tensor = torch.from_numpy(obs)
         return tensor.float() if tensor.is_floating_point() and tensor.dtype != torch.float16 else tensor
