@@ -78,3 +78,34 @@ def test_finish_puts_our_sac_in_place_of_rllibs(tmp_path):
     built = ac.build_config(_build(tmp_path, "", run="SAC", env="Pendulum-v1").exp, dry_run=True)
     assert built.algo_class.__module__ == "envsdk.training.off_policy"
     assert built.config.learner_class is ac.SACTorchLearner
+
+
+@pytest.mark.parametrize(
+    ("run", "env", "moved"),
+    [("SAC", "Pendulum-v1", True), ("DQN", "CartPole-v1", False), ("PPO", "CartPole-v1", False)],
+)
+def test_train_batch_size_reaches_the_batch_the_algorithm_reads(tmp_path, capsys, run, env, moved):
+    """RLlib 2.60's SAC (and CQL) config sets train_batch_size_per_learner and reads only that one;
+    DQN and PPO derive it from train_batch_size."""
+    b = _build(tmp_path, "train_batch_size: 256\n", run=run, env=env)
+    ac.stage_translate(b, {})
+    ac.stage_values(b)
+    ac.stage_env(b)
+    with ac.stage_start_env(b):
+        ac.stage_evaluation_env(b)
+        ac.stage_models(b)
+        ac.stage_assemble(b)
+    assert b.config.total_train_batch_size == 256
+    said = "config key 'train_batch_size' is 'train_batch_size_per_learner'" in capsys.readouterr().err
+    assert said == moved
+
+
+def test_a_train_batch_size_search_moves_with_it_and_several_learners_are_refused(tmp_path):
+    b = _build(tmp_path, "train_batch_size: {grid_search: [64, 128]}\n", run="SAC", env="Pendulum-v1")
+    ac.stage_translate(b, {})
+    ac.stage_values(b)
+    assert ("train_batch_size_per_learner",) in b.search and ("train_batch_size",) not in b.search
+    b = _build(tmp_path, "train_batch_size: 64\nnum_learners: 2\n", run="SAC", env="Pendulum-v1")
+    ac.stage_translate(b, {})
+    with pytest.raises(UserError, match="reads only train_batch_size_per_learner"):
+        ac.stage_values(b)

@@ -851,6 +851,7 @@ def stage_values(b: Build) -> None:
     values = b.values
     defaults = b.default_config.to_dict()
     _check_values(values, defaults, b.search, b.spelled)
+    _per_learner_batch(b, defaults)
     if values.get("evaluation_config"):
         evaluation = _evaluation_config(values, values.lines.get("evaluation_config", 0))
         for key in ("model", "model_config"):
@@ -877,6 +878,31 @@ def stage_values(b: Build) -> None:
     b.auto_runners = values.get("num_env_runners") == "auto"
     if b.auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
+
+
+def _per_learner_batch(b: Build, defaults: dict[str, Any]) -> None:
+    """``train_batch_size`` for an algorithm whose RLlib 2.60 config reads only
+    ``train_batch_size_per_learner`` (its defaults set that one: SAC, CQL), where the YAML's
+    value would go unused without a word: it moves there (a search space too), with a notice.
+    Where RLlib derives the per-learner size from ``train_batch_size`` (PPO, DQN, ...), it stays."""
+    values = b.values
+    if "train_batch_size" not in values or "train_batch_size_per_learner" in values:
+        return
+    if defaults.get("_train_batch_size_per_learner") is None:
+        return
+    if (values.get("num_learners") or defaults.get("num_learners") or 0) > 1:
+        raise UserError(
+            f"{values.where('train_batch_size')}: {b.exp.run} on RLlib 2.60 reads only"
+            " train_batch_size_per_learner, and this config has several learners",
+            "set train_batch_size_per_learner: the batch each learner updates on",
+        )
+    values["train_batch_size_per_learner"] = values.pop("train_batch_size")
+    if ("train_batch_size",) in b.search:
+        b.search[("train_batch_size_per_learner",)] = b.search.pop(("train_batch_size",))
+    notice(
+        f"config key 'train_batch_size' is 'train_batch_size_per_learner' for {b.exp.run}:"
+        " RLlib 2.60 reads only that one"
+    )
 
 
 def _horizon(values: LineDict, resolved: ResolvedEnv) -> tuple[ResolvedEnv, int | None]:
