@@ -351,7 +351,7 @@ def test_a_policy_pass_unlike_the_modules_is_dropped_and_the_module_samples(tmp_
     theirs, ours = _runners(tmp_path, ("PPO", "box", "discrete", False))
     try:
         assert ours.why_not() is None and ours.flat_pass is not None
-        ours.flat_pass = PolicyPass(ours.module, ours.flat_pass.layers_as_given[:-1])  # the pi head left out
+        ours.flat_pass = PolicyPass(ours.module, ours.flat_pass.layers[:-1])  # the pi head left out
         for runner in (theirs, ours):
             runner.env.action_space.seed(3)
         torch.manual_seed(3)

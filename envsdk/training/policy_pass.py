@@ -90,8 +90,7 @@ class PolicyPass:
     def __init__(self, module: Any, layers: list[torch.nn.Module]) -> None:
         self.module = module
         self.head = module.pi
-        self.layers_as_given = layers
-        self.layers = [(layer if type(layer) is torch.nn.Linear else None, _call(layer)) for layer in layers]
+        self.layers = layers
         self.checked = False
 
     def __call__(self, obs: torch.Tensor) -> torch.Tensor:
@@ -101,8 +100,8 @@ class PolicyPass:
         """The pass over the layers' weights as they are now, looked up once: a runner binds it
         at each ``sample()`` call, as the weights change only between calls."""
         calls = [
-            (F.linear, (linear.weight, linear.bias)) if linear is not None else (layer, ())
-            for linear, layer in self.layers
+            (F.linear, (layer.weight, layer.bias)) if type(layer) is torch.nn.Linear else (_call(layer), ())
+            for layer in self.layers
         ]
         bound = self.head.log_std_clip_param_const if self.head.clip_log_std else None
 
