@@ -32,6 +32,17 @@ def painter_pids() -> list[int]:
     return children_running(b"reward_figure.py")
 
 
+def the_painter() -> int:
+    """The one painter just started.  Popen returns once the exec is past its point of no return,
+    but the kernel sets the new program's command line a moment later (an empty
+    ``/proc/PID/cmdline`` until then), so a loaded machine needs a short wait."""
+    deadline = time.monotonic() + 10
+    while not (pids := painter_pids()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (pid,) = pids
+    return pid
+
+
 def gone(pid: int) -> bool:
     """Ended and reaped (a zombie still has its /proc entry)."""
     return not Path(f"/proc/{pid}").exists()
@@ -55,7 +66,7 @@ def test_one_painter_draws_every_figure_of_a_run_and_ends_with_it(tmp_path, monk
         write_progress(trial, 5 + i, elo=elo)
     monkeypatch.setattr(plots, "draw", no_drawing_here)
     with Painter() as painter:
-        (pid,) = painter_pids()
+        pid = the_painter()
         outs = [plot_reward_curve(trial, f"trial {trial.name}", painter) for trial in trials]
         assert painter_pids() == [pid]  # the same process, still there for the next trial
     assert gone(pid)
@@ -72,7 +83,7 @@ def test_a_figure_the_painter_cannot_draw_is_drawn_here_and_the_painter_ends(tmp
     drawn_here = []
     monkeypatch.setattr(plots, "draw", lambda rows, title, out: drawn_here.append(out))
     with Painter() as painter:
-        (pid,) = painter_pids()
+        pid = the_painter()
         # A folder where the PNG should be: the painter's savefig fails, and it answers why.
         (tmp_path / "reward.png").mkdir()
         assert plot_reward_curve(tmp_path, "", painter) == tmp_path / "reward.png"
@@ -85,7 +96,7 @@ def test_a_figure_the_painter_cannot_draw_is_drawn_here_and_the_painter_ends(tmp
 def test_a_painter_that_died_leaves_the_figure_to_this_process(tmp_path):
     write_progress(tmp_path, 5)
     with Painter() as painter:
-        (pid,) = painter_pids()
+        pid = the_painter()
         os.kill(pid, signal.SIGKILL)
         out = plot_reward_curve(tmp_path, "", painter)
         assert gone(pid)
@@ -97,7 +108,7 @@ def test_the_painter_outlives_a_ctrl_c_to_the_process_group(tmp_path, monkeypatc
     write_progress(tmp_path, 5)
     monkeypatch.setattr(plots, "draw", no_drawing_here)
     with Painter() as painter:
-        (pid,) = painter_pids()
+        pid = the_painter()
         deadline = time.monotonic() + 30
         while not ignores_sigint(pid):  # past its interpreter's start-up
             assert time.monotonic() < deadline
@@ -108,12 +119,12 @@ def test_the_painter_outlives_a_ctrl_c_to_the_process_group(tmp_path, monkeypatc
 
 def test_a_painter_with_nothing_to_draw_ends_with_the_block(tmp_path):
     with Painter():
-        (pid,) = painter_pids()
+        pid = the_painter()
     assert gone(pid)
     assert plot_reward_curve(tmp_path, "") is None  # no progress.csv: no figure, nothing started
     write_progress(tmp_path, 1)  # one row, and its return is empty
     with Painter() as painter:
-        (pid,) = painter_pids()
+        pid = the_painter()
         assert plot_reward_curve(tmp_path, "", painter) is None
     assert gone(pid)
 
