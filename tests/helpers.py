@@ -309,17 +309,26 @@ def built_algorithm(tmp_path: Path, run: str, obs: str, act: str, mask: bool, **
 
 
 def rollout_in_process(*args: Any) -> tuple[int, str]:
-    """rollout.py's own code, in this process (each run would otherwise pay a Python start)."""
+    """rollout.py's own code, in this process (each run would otherwise pay a Python start);
+    returns its exit status and stdout (stderr passes through)."""
+    done = rollout_here(*args)
+    sys.stderr.write(done.stderr)
+    return done.returncode, done.stdout
+
+
+def rollout_here(*args: Any, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """rollout.py run in this process from ``cwd``, its exit status and output captured as a
+    subprocess's would be (run_cli's error lines, no traceback, included)."""
     import io
 
     from envsdk.cli.rollout import main
     from envsdk.errors import run_cli
 
-    buffer, environ = io.StringIO(), dict(os.environ)
+    out, err, environ = io.StringIO(), io.StringIO(), dict(os.environ)
     try:
-        with contextlib.redirect_stdout(buffer):
+        with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = run_cli(main, [str(a) for a in args])
     finally:  # rollout.py sets SDL's drivers for pygame in its own process; keep this one clean
         os.environ.clear()
         os.environ.update(environ)
-    return code, buffer.getvalue()
+    return subprocess.CompletedProcess(["rollout.py", *map(str, args)], code, out.getvalue(), err.getvalue())

@@ -109,3 +109,23 @@ def test_a_train_batch_size_search_moves_with_it_and_several_learners_are_refuse
     ac.stage_translate(b, {})
     with pytest.raises(UserError, match="reads only train_batch_size_per_learner"):
         ac.stage_values(b)
+
+
+def test_critic_loss_reaches_sacs_learner_a_search_too_and_is_refused_elsewhere(tmp_path):
+    built = ac.build_config(_build(tmp_path, "critic_loss: squared\n", run="SAC", env="Pendulum-v1").exp)
+    assert built.config.learner_config_dict["critic_loss"] == "squared"
+    assert built.config.learner_class is ac.SACTorchLearner
+    b = _build(tmp_path, "critic_loss: {grid_search: [huber, squared]}\n", run="SAC", env="Pendulum-v1")
+    ac.stage_translate(b, {})
+    ac.stage_values(b)
+    assert b.search[("learner_config_dict", "critic_loss")] == {"grid_search": ["huber", "squared"]}
+    for config, run, error in [
+        ("critic_loss: mse\n", "SAC", "critic_loss must be one of huber, squared, got 'mse'"),
+        ("critic_loss: {grid_search: [huber, l1]}\n", "SAC", "got 'l1'"),
+        ("critic_loss: squared\n", "PPO", "critic_loss is a setting of RLlib's SAC learner"),
+        ("critic_loss: squared\n", "DQN", "critic_loss is a setting of RLlib's SAC learner"),
+    ]:
+        b = _build(tmp_path, config, run=run, env="Pendulum-v1")
+        ac.stage_translate(b, {})
+        with pytest.raises(UserError, match=error):
+            ac.stage_values(b)

@@ -1,8 +1,10 @@
 """rollout.py on real checkpoints: episodes, experience files, videos, ONNX, bad input.
 
 Each run under test is trained here by train.py (a few iterations, joined to
-the session's Ray head); rollout.py then runs as a real subprocess and its
-printed figures are checked against the files it wrote.
+the session's Ray head); rollout.py's code then runs in this process (its
+start would cost more than most of these rollouts), or as a real subprocess
+where the process matters (Ray workers, a fresh interpreter's imports), and
+its printed figures are checked against the files it wrote.
 """
 
 from __future__ import annotations
@@ -13,12 +15,13 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
 import pytest
 
-from tests.helpers import ROOT, run_train
+from tests.helpers import ROOT, rollout_here, run_train
 
 EPISODE = re.compile(r"^episode (\d+): return (-?[\d.]+), length (\d+)(.*)$", re.M)
 
@@ -56,7 +59,7 @@ def trained(ray_address, tmp_path_factory):
     return out
 
 
-def rollout(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+def rollout_process(*args: Any, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "rollout.py"), *map(str, args)],
         cwd=cwd,
@@ -75,7 +78,7 @@ def checkpoint_of(stdout: str) -> Path:
 
 
 def test_episodes_and_experience_file(trained):
-    out = rollout(trained["cartpole"], "--episodes", "3", "--save-info", "--seed", "0")
+    out = rollout_here(trained["cartpole"], "--episodes", "3", "--save-info", "--seed", "0")
     assert out.returncode == 0, out.stderr
     eps = episodes(out.stdout)
     assert len(eps) == 3
@@ -98,15 +101,15 @@ def test_episodes_and_experience_file(trained):
 
 
 def test_deterministic_by_default_explore_on_request(trained):
-    first = episodes(rollout(trained["cartpole"], "--episodes", "2", "--seed", "3", "--no-out").stdout)
-    again = episodes(rollout(trained["cartpole"], "--episodes", "2", "--seed", "3", "--no-out").stdout)
+    first = episodes(rollout_here(trained["cartpole"], "--episodes", "2", "--seed", "3", "--no-out").stdout)
+    again = episodes(rollout_here(trained["cartpole"], "--episodes", "2", "--seed", "3", "--no-out").stdout)
     assert first == again and len(first) == 2
-    explored = rollout(trained["cartpole"], "--episodes", "2", "--explore", "--seed", "3", "--no-out")
+    explored = rollout_here(trained["cartpole"], "--episodes", "2", "--explore", "--seed", "3", "--no-out")
     assert explored.returncode == 0 and len(episodes(explored.stdout)) == 2
 
 
 def test_steps_over_parallel_workers(trained, ray_address, tmp_path):
-    out = rollout(
+    out = rollout_process(
         trained["cartpole"],
         "--steps",
         "300",
@@ -140,7 +143,7 @@ def test_steps_over_parallel_workers(trained, ray_address, tmp_path):
 
 
 def test_video_from_render_has_a_frame_per_step(trained, tmp_path):
-    out = rollout(trained["cartpole"], "--episodes", "2", "--video", tmp_path / "vid", "--no-out")
+    out = rollout_here(trained["cartpole"], "--episodes", "2", "--video", tmp_path / "vid", "--no-out")
     assert out.returncode == 0, out.stderr
     lengths = [n for _, n, _ in episodes(out.stdout)]
     for i, length in enumerate(lengths, start=1):
@@ -153,7 +156,9 @@ def test_video_from_render_has_a_frame_per_step(trained, tmp_path):
 @pytest.mark.parametrize("env_config", ["{}", "{depth: true}"])
 def test_video_from_image_observations(trained, tmp_path, env_config):
     # The env has no render(): frames are its 16x16 observations (uint8 or float depth).
-    out = rollout(trained["pixels"], "--episodes", "1", "--monitor", "--env-config", env_config, "--no-out")
+    out = rollout_here(
+        trained["pixels"], "--episodes", "1", "--monitor", "--env-config", env_config, "--no-out"
+    )
     assert out.returncode == 0, out.stderr
     [(_, length, _)] = episodes(out.stdout)
     video = cv2.VideoCapture(str(checkpoint_of(out.stdout) / "monitor" / "episode_0001.mp4"))
@@ -166,14 +171,14 @@ def test_video_from_image_observations(trained, tmp_path, env_config):
 
 
 def test_video_refused_before_any_episode_when_env_has_no_frames(trained, tmp_path):
-    out = rollout(trained["multi"], "--episodes", "1", "--video", tmp_path / "v")
+    out = rollout_here(trained["multi"], "--episodes", "1", "--video", tmp_path / "v")
     assert out.returncode == 2
     assert "no rgb_array render and no image observation" in out.stderr
     assert not episodes(out.stdout) and "Traceback" not in out.stderr
 
 
 def test_multi_agent_per_agent_returns(trained, tmp_path):
-    out = rollout(trained["multi"], "--episodes", "2", "--out", tmp_path / "ma.npz", "--save-info")
+    out = rollout_here(trained["multi"], "--episodes", "2", "--out", tmp_path / "ma.npz", "--save-info")
     assert out.returncode == 0, out.stderr
     eps = episodes(out.stdout)
     assert len(eps) == 2
@@ -188,7 +193,7 @@ def test_multi_agent_per_agent_returns(trained, tmp_path):
 
 
 def test_old_api_stack_checkpoint(trained, tmp_path):
-    out = rollout(trained["modelv2"], "--episodes", "2", "--run", "PPO", "--out", tmp_path / "o.npz")
+    out = rollout_here(trained["modelv2"], "--episodes", "2", "--run", "PPO", "--out", tmp_path / "o.npz")
     assert out.returncode == 0, out.stderr
     assert "(old API stack)" in out.stdout
     eps = episodes(out.stdout)
@@ -206,7 +211,7 @@ def test_onnx_matches_torch_on_env_observations(trained, tmp_path, name):
     from envsdk.training.checkpoints import locate
 
     target = tmp_path / "policy.onnx"
-    out = rollout(trained[name], "--export-onnx", target, "--episodes", "2", "--out", tmp_path / "e.npz")
+    out = rollout_here(trained[name], "--export-onnx", target, "--episodes", "2", "--out", tmp_path / "e.npz")
     assert out.returncode == 0, out.stderr
     data = np.load(tmp_path / "e.npz")
     obs_keys = sorted(k for k in data.files if "/obs" in k and k.startswith("ep0000"))
@@ -250,7 +255,7 @@ def test_damaged_checkpoint_is_refused(trained, tmp_path):
     ckpt = copy_checkpoint(trained["cartpole"], tmp_path)
     state = ckpt / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl"
     state.write_bytes(state.read_bytes()[:100])
-    out = rollout(ckpt, "--episodes", "1")
+    out = rollout_here(ckpt, "--episodes", "1")
     assert out.returncode == 2
     assert "damaged checkpoint" in out.stderr and "(truncated)" in out.stderr
     assert not episodes(out.stdout) and "Traceback" not in out.stderr
@@ -260,7 +265,7 @@ def test_interrupted_checkpoint_is_skipped_in_a_trial(trained, tmp_path):
     trial = next(p.parent for p in trained["cartpole"].glob("*/progress.csv"))
     copy = Path(shutil.copytree(trial, tmp_path / trial.name))
     (copy / "checkpoint_000002" / "envsdk_checkpoint.json").unlink()  # as if killed mid-copy
-    out = rollout(copy, "--episodes", "1", "--no-out")
+    out = rollout_here(copy, "--episodes", "1", "--no-out")
     assert out.returncode == 0, out.stderr
     assert checkpoint_of(out.stdout).name == "checkpoint_000001"
 
@@ -298,7 +303,7 @@ def test_bad_input_exits_2(trained, tmp_path, case, message):
         extra = ["--episodes", "1", "--steps", "10"]
     elif case == "bad-out":
         extra = ["--out", "rollouts.csv"]
-    out = rollout(path, *extra, cwd=tmp_path)
+    out = rollout_process(path, *extra, cwd=tmp_path)  # a fresh interpreter: no env module imported
     assert out.returncode == 2, out.stdout + out.stderr
     assert message in out.stderr
     assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 3
@@ -306,7 +311,7 @@ def test_bad_input_exits_2(trained, tmp_path, case, message):
 
 @pytest.mark.parametrize("name", ["rollouts", "rollouts.pkl"])
 def test_out_without_npz_suffix_writes_npz_and_says_so(trained, tmp_path, name):
-    out = rollout(trained["cartpole"], "--episodes", "1", "--out", name, cwd=tmp_path)
+    out = rollout_here(trained["cartpole"], "--episodes", "1", "--out", name, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert f"--out {name}: writing rollouts.npz" in out.stderr
     assert (tmp_path / "rollouts.npz").is_file() and not (tmp_path / name).exists()

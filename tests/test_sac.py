@@ -236,5 +236,52 @@ def test_a_module_whose_losses_share_parameters_keeps_rllibs_passes(tmp_path, ca
             algo.stop()
 
 
+# ---- critic_loss: squared -------------------------------------------------------------------------
+
+
+class _HalfSquared(torch.nn.HuberLoss):
+    """The oracle: RLlib's own critic loss, with a Huber delta no TD error reaches (0.5 x^2 exactly)."""
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0):
+        super().__init__(reduction=reduction, delta=1e12)
+
+
+def _losses(learner: Any, batch: Any) -> dict:
+    torch.manual_seed(0)  # the same reparameterised action samples each time
+    totals = learner.compute_losses(fwd_out=learner.module.forward_train(batch), batch=batch)
+    found = {key: loss.detach().clone() for key, loss in internals.sac_losses(learner).items()}
+    found.update({(module_id, "total"): loss.detach().clone() for module_id, loss in totals.items()})
+    internals.sac_losses(learner).clear()
+    return found
+
+
+@pytest.mark.slow  # builds an Algorithm
+@pytest.mark.parametrize("case", CASES[2:], ids=["dict-obs", "discrete", "single-q"])
+def test_a_squared_critic_loss_is_half_the_squared_td_error(tmp_path, monkeypatch, case):
+    obs, act, config = case
+    with internals.without_object_store():
+        algo = built_algorithm(tmp_path, "SAC", obs, act, False, critic_loss="squared", **config)
+        try:
+            learner, batch = _learner_and_batch(algo)
+            assert learner.squared_critic_loss
+            # TD errors far past Huber's delta of 1, where the two losses differ
+            batch[DEFAULT_MODULE_ID][Columns.REWARDS] = 50 * batch[DEFAULT_MODULE_ID][Columns.REWARDS] + 20
+            ours = _losses(learner, batch)
+            learner.squared_critic_loss = False
+            huber = _losses(learner, batch)
+            monkeypatch.setattr(torch.nn, "HuberLoss", _HalfSquared)
+            oracle = _losses(learner, batch)
+            learner.metrics.reduce()
+            critics = {key for key in ours if key[1] in ("qf_loss", "qf_twin_loss")}
+            assert len(critics) == (2 if config.get("twin_q", True) else 1)
+            assert ours.keys() == oracle.keys()
+            for key in ours:
+                torch.testing.assert_close(ours[key], oracle[key], rtol=1e-5, atol=1e-5)
+            for key in critics:
+                assert ours[key] > 2 * huber[key]  # the case is real
+        finally:
+            algo.stop()
+
+
 def test_sac_runs_get_the_single_pass_learner(tmp_path):
     assert built_config(tmp_path, "SAC", "box", "box", False).config.learner_class is SACTorchLearner

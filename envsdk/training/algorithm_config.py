@@ -74,7 +74,7 @@ from envsdk.training import (
     self_play,
 )
 from envsdk.training.callbacks import add_callback
-from envsdk.training.sac_learner import SACTorchLearner
+from envsdk.training.sac_learner import CRITIC_LOSS, CRITIC_LOSSES, SACTorchLearner
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -116,6 +116,7 @@ EXTRA_KEYS = {
     "atari_preprocessing",
     "env_checks",
     "sampler",
+    "critic_loss",
 }
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
@@ -852,6 +853,7 @@ def stage_values(b: Build) -> None:
     defaults = b.default_config.to_dict()
     _check_values(values, defaults, b.search, b.spelled)
     _per_learner_batch(b, defaults)
+    _critic_loss(b)
     if values.get("evaluation_config"):
         evaluation = _evaluation_config(values, values.lines.get("evaluation_config", 0))
         for key in ("model", "model_config"):
@@ -903,6 +905,33 @@ def _per_learner_batch(b: Build, defaults: dict[str, Any]) -> None:
         f"config key 'train_batch_size' is 'train_batch_size_per_learner' for {b.exp.run}:"
         " RLlib 2.60 reads only that one"
     )
+
+
+def _critic_loss(b: Build) -> None:
+    """``critic_loss: huber | squared`` (a search space too): the loss of SAC's critics on the TD
+    error, which training/sac_learner.py reads from RLlib's ``learner_config_dict``."""
+    values = b.values
+    if "critic_loss" not in values:
+        return
+    where = values.where("critic_loss")
+    domain = b.search.pop(("critic_loss",), None)
+    value = values.pop("critic_loss")
+    for candidate in _candidates(domain) if domain is not None else [value]:
+        if candidate not in CRITIC_LOSSES:
+            raise UserError(
+                f"{where}: critic_loss must be one of {', '.join(CRITIC_LOSSES)}, got {candidate!r}",
+                "use 'squared' (the SAC paper's and SB3's) or 'huber' (RLlib's, the default)",
+            )
+    old_stack = values.get("enable_rl_module_and_learner") is False
+    if old_stack or "learner_class" in values or b.default_config.learner_class is not RLlibSACTorchLearner:
+        raise UserError(
+            f"{where}: critic_loss is a setting of RLlib's SAC learner on the new API stack,"
+            f" which this {b.exp.run} config does not train with",
+            "remove critic_loss (or train with run: SAC and RLlib's SAC learner)",
+        )
+    values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), CRITIC_LOSS: value}
+    if domain is not None:
+        b.search[("learner_config_dict", CRITIC_LOSS)] = domain
 
 
 def _horizon(values: LineDict, resolved: ResolvedEnv) -> tuple[ResolvedEnv, int | None]:

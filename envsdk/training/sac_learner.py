@@ -13,21 +13,42 @@ Whether that holds is a property of the module, and a user's own SAC module
 may differ, so it is checked, not assumed: a module's first update runs
 RLlib's passes, then the single pass, and compares every gradient.  Equal:
 that module takes the single pass from then on.  Different: RLlib's passes for
-the rest of the run, with a notice.  Everything else (losses, metrics,
-optimizers, target updates, checkpoints) is RLlib's.
+the rest of the run, with a notice.
+
+The config's ``critic_loss`` (in RLlib's ``learner_config_dict``) picks the
+critic's loss on the TD error: ``huber`` (RLlib's own, delta 1) or ``squared``
+(the SAC paper's, and Stable-Baselines3's: half the squared error).  Rewards in
+the hundreds put most TD errors far past Huber's delta, where its gradient is
+clipped to 1: on HalfCheetah that held the return at a fifth of SB3's
+(benchmarks/RESULTS.md).  Everything else (losses, metrics, optimizers, target
+updates, checkpoints) is RLlib's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+import gymnasium as gym
 import torch
+from ray.rllib.algorithms.sac.sac_learner import (
+    ACTION_LOG_PROBS_NEXT,
+    ACTION_PROBS_NEXT,
+    QF_LOSS_KEY,
+    QF_PREDS,
+    QF_TARGET_NEXT,
+    QF_TWIN_LOSS_KEY,
+    QF_TWIN_PREDS,
+)
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
 from ray.rllib.core import ALL_MODULES
+from ray.rllib.core.columns import Columns
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from envsdk import internals
 from envsdk.notices import notice
+
+CRITIC_LOSS = "critic_loss"  # the learner_config_dict key
+CRITIC_LOSSES = ("huber", "squared")
 
 
 class SACTorchLearner(RLlibSACTorchLearner):
@@ -36,6 +57,44 @@ class SACTorchLearner(RLlibSACTorchLearner):
     def build(self) -> None:
         super().build()
         self.single_pass: dict[ModuleID, bool] = {}  # module -> checked on its first update
+        self.squared_critic_loss = self.config.learner_config_dict.get(CRITIC_LOSS, "huber") == "squared"
+
+    def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: Any, fwd_out: Any) -> Any:
+        total = super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
+        if not self.squared_critic_loss:
+            return total
+        target = self._bellman_target(module_id, config, batch, fwd_out)
+        losses = internals.sac_losses(self)
+        for key, preds in ((QF_LOSS_KEY, QF_PREDS), (QF_TWIN_LOSS_KEY, QF_TWIN_PREDS)):
+            if (module_id, key) not in losses:
+                continue  # no twin Q
+            q = self._chosen_q(module_id, batch, fwd_out[preds])
+            squared = torch.mean(batch["weights"] * 0.5 * (q - target) ** 2)
+            total = total - losses[(module_id, key)] + squared
+            losses[(module_id, key)] = squared
+            self.metrics.log_value((module_id, key), squared, window=1)
+        return total
+
+    def _chosen_q(self, module_id: ModuleID, batch: Any, q: torch.Tensor) -> torch.Tensor:
+        """The Q-value of the action taken (a discrete module's Q-net gives one per action)."""
+        if isinstance(self.module[module_id].action_space, gym.spaces.Discrete):
+            actions = batch[Columns.ACTIONS].to(dtype=torch.int64).unsqueeze(-1)
+            return q.gather(dim=-1, index=actions).squeeze(-1)
+        return q
+
+    def _bellman_target(self, module_id: ModuleID, config: Any, batch: Any, fwd_out: Any) -> torch.Tensor:
+        """RLlib's critic target (eq. 3 of Haarnoja et al. 2018), as its loss computes it."""
+        alpha = torch.exp(cast(torch.Tensor, self.curr_log_alpha[module_id])).detach()
+        if isinstance(self.module[module_id].action_space, gym.spaces.Discrete):
+            probs, log_probs = fwd_out[ACTION_PROBS_NEXT], fwd_out[ACTION_LOG_PROBS_NEXT]
+            next_v = (probs * (fwd_out[QF_TARGET_NEXT] - alpha * log_probs)).sum(-1).squeeze(-1)
+        else:
+            next_v = fwd_out[QF_TARGET_NEXT] - alpha * fwd_out["logp_next_resampled"]
+        alive = 1.0 - batch[Columns.TERMINATEDS].float()
+        target: torch.Tensor = batch[Columns.REWARDS] + (config.gamma ** batch["n_step"]) * alive * next_v
+        return target.detach()
 
     def compute_gradients(self, loss_per_module: dict[ModuleID, Any], **kwargs: Any) -> ParamDict:
         losses = internals.sac_losses(self)
