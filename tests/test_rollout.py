@@ -20,10 +20,21 @@ from typing import Any
 import cv2
 import numpy as np
 import pytest
+import yaml
 
 from tests.helpers import ROOT, rollout_here, run_train
 
 EPISODE = re.compile(r"^episode (\d+): return (-?[\d.]+), length (\d+)(.*)$", re.M)
+
+
+# Trained for one iteration, in one train.py: name -> its config
+ONE_ITERATION = {"pixels": "pixels", "multi": "multi-agent", "masked": "action-mask",
+                 "modelv2": "custom-model-modelv2"}  # fmt: skip
+
+
+def experiment_of(config: str) -> str:
+    (name,) = yaml.safe_load((ROOT / "configs" / f"{config}.yaml").read_text())
+    return name
 
 
 @pytest.fixture(scope="module")
@@ -32,22 +43,16 @@ def trained(ray_address, tmp_path_factory):
     root = tmp_path_factory.mktemp("rollout")
     runs = {
         "cartpole": ["-f", "configs/cartpole-ppo.yaml", "--stop-iters", "3", "--checkpoint-freq", "1"],
-        "pixels": ["-f", "configs/pixels.yaml", "--stop-iters", "1"],
-        "multi": ["-f", "configs/multi-agent.yaml", "--stop-iters", "1"],
-        "masked": ["-f", "configs/action-mask.yaml", "--stop-iters", "1"],
-        "modelv2": ["-f", "configs/custom-model-modelv2.yaml", "--stop-iters", "1"],
-        "pendulum": [
-            "--run",
-            "PPO",
-            "--env",
-            "Pendulum-v1",
-            "--stop-iters",
-            "1",
-            "--config.num_env_runners=0",
-            "--config.train_batch_size=400",
-            "--config.minibatch_size=200",
+        # one train.py for the configs trained for an iteration (each train.py pays RLlib's import)
+        "together": [
+            *(arg for config in ONE_ITERATION.values() for arg in ("-f", f"configs/{config}.yaml")),
+            "--stop-iters", "1",
         ],
-    }
+        "pendulum": [
+            "--run", "PPO", "--env", "Pendulum-v1", "--stop-iters", "1", "--config.num_env_runners=0",
+            "--config.train_batch_size=400", "--config.minibatch_size=200",
+        ],
+    }  # fmt: skip
     out = {}
     for name, args in runs.items():
         storage = root / name
@@ -55,7 +60,10 @@ def trained(ray_address, tmp_path_factory):
             [*args, "--checkpoint-at-end", "--ray-address", ray_address, "--local-dir", str(storage)]
         )
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        out[name] = next(p for p in storage.iterdir() if p.is_dir())
+        if name == "together":
+            out.update({short: storage / experiment_of(config) for short, config in ONE_ITERATION.items()})
+        else:
+            out[name] = next(p for p in storage.iterdir() if p.is_dir())
     return out
 
 
