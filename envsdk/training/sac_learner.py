@@ -65,29 +65,29 @@ class SACTorchLearner(RLlibSACTorchLearner):
         )
         if not self.squared_critic_loss:
             return total
-        target = self._bellman_target(module_id, config, batch, fwd_out)
+        # the action space decides RLlib's loss (and so its target) as it decides this one
+        discrete = isinstance(self.module[module_id].action_space, gym.spaces.Discrete)
+        target = self._bellman_target(module_id, config, batch, fwd_out, discrete)
         losses = internals.sac_losses(self)
         for key, preds in ((QF_LOSS_KEY, QF_PREDS), (QF_TWIN_LOSS_KEY, QF_TWIN_PREDS)):
             if (module_id, key) not in losses:
                 continue  # no twin Q
-            q = self._chosen_q(module_id, batch, fwd_out[preds])
+            q = fwd_out[preds]
+            if discrete:  # the Q-net gives one value per action: the one taken
+                actions = batch[Columns.ACTIONS].to(dtype=torch.int64).unsqueeze(-1)
+                q = q.gather(dim=-1, index=actions).squeeze(-1)
             squared = torch.mean(batch["weights"] * 0.5 * (q - target) ** 2)
             total = total - losses[(module_id, key)] + squared
             losses[(module_id, key)] = squared
             self.metrics.log_value((module_id, key), squared, window=1)
         return total
 
-    def _chosen_q(self, module_id: ModuleID, batch: Any, q: torch.Tensor) -> torch.Tensor:
-        """The Q-value of the action taken (a discrete module's Q-net gives one per action)."""
-        if isinstance(self.module[module_id].action_space, gym.spaces.Discrete):
-            actions = batch[Columns.ACTIONS].to(dtype=torch.int64).unsqueeze(-1)
-            return q.gather(dim=-1, index=actions).squeeze(-1)
-        return q
-
-    def _bellman_target(self, module_id: ModuleID, config: Any, batch: Any, fwd_out: Any) -> torch.Tensor:
+    def _bellman_target(
+        self, module_id: ModuleID, config: Any, batch: Any, fwd_out: Any, discrete: bool
+    ) -> torch.Tensor:
         """RLlib's critic target (eq. 3 of Haarnoja et al. 2018), as its loss computes it."""
         alpha = torch.exp(cast(torch.Tensor, self.curr_log_alpha[module_id])).detach()
-        if isinstance(self.module[module_id].action_space, gym.spaces.Discrete):
+        if discrete:
             probs, log_probs = fwd_out[ACTION_PROBS_NEXT], fwd_out[ACTION_LOG_PROBS_NEXT]
             next_v = (probs * (fwd_out[QF_TARGET_NEXT] - alpha * log_probs)).sum(-1).squeeze(-1)
         else:
