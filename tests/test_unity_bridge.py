@@ -273,11 +273,16 @@ def test_per_agent_done_flags():  # ray #17482
     try:
         obs, _ = e.reset()
         assert len(obs) == 3
+        for k in obs:  # one space per behavior, so the run's actions are the same every time
+            e.get_action_space(k).seed(0)
         ended_alone = False
         for _ in range(1000):  # random actions: some agent ends alone long before this
             actions = {k: sample_allowed(e.get_action_space(k), o) for k, o in obs.items()}  # masks honoured
             obs, _, term, trunc, _ = e.step(actions)
             done = [k for k in term if k != ALL and (term[k] or trunc[k])]
+            if term[ALL] or trunc[ALL]:  # all ended at once (all interrupted at --max-steps): again
+                obs, _ = e.reset()
+                continue
             if done and len(e.agents) > 0:
                 ended_alone = True
                 assert not term[ALL] and not trunc[ALL]
