@@ -5,12 +5,13 @@ speed-up on and with that one off (``ENVSDK_NO_PATCHES=<name>``), in alternating
   configs/cartpole-ppo.yaml's Algorithm is built (the part of the build it changes);
 - polyak-in-place: env steps per second of configs/pendulum-sac.yaml (an update every step);
 - fused-adam: env steps per second of configs/cartpole-ppo.yaml (20 epochs an iteration);
+- finite-check-once: env steps per second of configs/pendulum-sac.yaml (19 gradients an update);
 - episodes-converted-once: measured by benchmarks/multiagent.py, on and off, where it acts
   (a remote runner sampling many agents' short episodes).
 
 Writes a table into benchmarks/RESULTS.md.
 
-    python benchmarks/speedups.py [--repeats 3]
+    python benchmarks/speedups.py [--repeats 3] [--only finite-check-once ...]
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ MEASURES = {  # speed-up -> (what is measured, config, higher is better)
     "connector-frames": ("connectors", "cartpole-ppo.yaml", False),
     "polyak-in-place": ("steps", "pendulum-sac.yaml", True),
     "fused-adam": ("steps", "cartpole-ppo.yaml", True),
+    "finite-check-once": ("steps", "pendulum-sac.yaml", True),
 }
 
 
@@ -77,6 +79,7 @@ def measure(what: str, config: str, off: str) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--only", nargs="+", choices=list(MEASURES), default=list(MEASURES), help="only these")
     p.add_argument("--child", nargs=2, metavar=("WHAT", "CONFIG"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
@@ -86,7 +89,8 @@ def main() -> None:
         print(json.dumps(child(*args.child)))
         return
     rows = []
-    for name, (what, config, higher) in MEASURES.items():
+    for name in args.only:
+        what, config, higher = MEASURES[name]
         runs: dict[str, list[float]] = {"on": [], "off": []}
         for i in range(args.repeats):
             for which in ("on", "off") if i % 2 == 0 else ("off", "on"):
@@ -101,7 +105,7 @@ def main() -> None:
     append_results(
         [
             f"### speedups: what each speed-up of envsdk.speedups buys, {datetime.date.today()}",
-            f"Machine: {machine()}. `python benchmarks/speedups.py --repeats {args.repeats}`: each figure"
+            f"Machine: {machine()}. `python benchmarks/speedups.py {' '.join(sys.argv[1:])}`: each figure"
             " from a fresh process (OMP_NUM_THREADS=1), every speed-up on, or all but the one named off"
             " (ENVSDK_NO_PATCHES=name); medians of alternating rounds.",
             "",

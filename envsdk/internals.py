@@ -564,6 +564,58 @@ def optimizers_fused_on_cpu() -> None:
     Learner.register_optimizer = register_optimizer  # type: ignore[method-assign]
 
 
+def _all_finite(gradients: list[Any]) -> bool:
+    """Whether every element of these tensors is finite, from one sum over them all.
+
+    A nan or an infinity anywhere makes the sum nan or infinite; so does an overflow of finite
+    values, which only sends the caller to the slower check.
+    """
+    import torch
+
+    return bool(torch.isfinite(torch.stack([g.sum() for g in gradients]).sum()))
+
+
+def gradients_checked_once() -> None:
+    """Let RLlib's torch learners test their gradients for nan/inf once per update.
+
+    RLlib 2.60's ``TorchLearner.apply_gradients`` (``torch_skip_nan_gradients`` off, its
+    default) tests every gradient with ``isfinite().all()`` as it sets it, then every
+    parameter of every optimizer again before stepping it: two full passes, a temporary tensor
+    and a Python bool per tensor, at every minibatch update (SAC: 19 tensors, four optimizers).
+    Where one sum over all the gradients is finite, none of those tests can fail: the gradients
+    are set and the optimizers stepped as RLlib's method then does.  Anything else (a nan or an
+    infinity, a ``None`` gradient, grad scalers, torch lr schedulers, the skip option) runs
+    RLlib's own method.  Idempotent; :mod:`envsdk.speedups` installs it.
+    """
+    from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+    original = TorchLearner.apply_gradients
+    if getattr(original, "checks_once", False):
+        return
+
+    @functools.wraps(original)
+    def apply_gradients(self: Any, gradients_dict: Any) -> None:
+        grads = list(gradients_dict.values())
+        if (
+            self.config.torch_skip_nan_gradients  # RLlib's method tests nothing then
+            or self._grad_scalers is not None
+            or self._lr_scheduler_classes is not None
+            or not grads
+            or any(g is None for g in grads)
+            or not _all_finite(grads)
+        ):
+            original(self, gradients_dict)
+            return
+        for pid, grad in gradients_dict.items():
+            self._params[pid].grad = grad
+        for module_id, optimizer_names in self._module_optimizers.items():
+            for optimizer_name in optimizer_names:
+                self.get_optimizer(module_id, optimizer_name).step()
+
+    apply_gradients.checks_once = True  # type: ignore[attr-defined]
+    TorchLearner.apply_gradients = apply_gradients  # type: ignore[method-assign]
+
+
 # Private RLlib methods our classes override, and why.
 OVERRIDDEN = {
     "ray.rllib.env.single_agent_env_runner:SingleAgentEnvRunner._sample": (

@@ -34,6 +34,10 @@ SPEEDUPS: dict[str, tuple[Callable[[], None], str]] = {
         internals.optimizers_fused_on_cpu,
         "RLlib's default Adam optimizers stepped by torch's fused kernel on CPU",
     ),
+    "finite-check-once": (
+        internals.gradients_checked_once,
+        "a learner's gradients tested for nan/inf by one sum, not twice tensor by tensor",
+    ),
     "episodes-converted-once": (
         internals.convert_done_episodes_once,
         "multi-agent episodes that ended are converted to numpy once, not again at every step",

@@ -481,6 +481,63 @@ def test_rllib_learners_step_fused_optimizers(algo):
     assert optimizers and all(type(o) is torch.optim.Adam and o.defaults["fused"] for o in optimizers)
 
 
+def _built_learner(algo: str) -> Any:
+    import gymnasium as gym
+    import torch
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.algorithms.sac import SACConfig
+
+    env = gym.make("Pendulum-v1")
+    config = {"PPO": PPOConfig, "SAC": SACConfig}[algo]().environment(
+        observation_space=env.observation_space, action_space=env.action_space
+    )
+    torch.manual_seed(0)
+    learner = config.learner_class(config=config)
+    learner.build()
+    return learner
+
+
+def test_rllib_tests_each_gradient_as_it_sets_it_then_each_optimizers_again():
+    """What gradients_checked_once skips, on RLlib 2.60: two isfinite tests per tensor, and the
+    attributes that send it back to RLlib's method (grad scalers, torch lr schedulers)."""
+    from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+    source = inspect.getsource(inspect.unwrap(TorchLearner.apply_gradients))
+    assert source.count("torch.isfinite(") >= 2 and "torch_skip_nan_gradients" in source
+    assert "self._params[pid].grad = grad" in source and "optim.step()" in source
+    learner = _built_learner("SAC")
+    assert learner._grad_scalers is None and learner._lr_scheduler_classes is None
+    assert len(learner._module_optimizers["default_policy"]) == 4  # policy, Q, twin Q, alpha
+
+
+@pytest.mark.parametrize("algo", ["PPO", "SAC"])
+@pytest.mark.parametrize("bad", [None, float("nan"), float("inf")])
+def test_gradients_checked_once_step_as_rllib_does(algo, bad):
+    """One update through RLlib's apply_gradients and one through the patched method, from the
+    same weights and gradients, give the same weights; a nan or inf goes to RLlib's method, which
+    replaces it with a finite value (stepped as it is, it would leave nan weights)."""
+    import torch
+    from ray.rllib.core.learner.torch.torch_learner import TorchLearner
+
+    internals.gradients_checked_once()
+    internals.gradients_checked_once()  # idempotent
+    patched = TorchLearner.apply_gradients
+    rllib = inspect.unwrap(patched)
+    assert patched is not rllib
+    learners = [_built_learner(algo), _built_learner(algo)]
+    params = [internals.learner_params(learner) for learner in learners]  # alike, in one order
+    before = [p.detach().clone() for p in params[0].values()]
+    torch.manual_seed(1)
+    grads = [torch.randn_like(p) for p in before]
+    if bad is not None:
+        grads[0].view(-1)[3] = bad
+    for learner, apply in zip(learners, (rllib, patched), strict=True):
+        refs = internals.learner_params(learner)
+        apply(learner, {pid: g.clone() for pid, g in zip(refs, grads, strict=True)})
+    for old, a, b in zip(before, params[0].values(), params[1].values(), strict=True):
+        assert not torch.equal(a, old) and torch.equal(a, b) and bool(torch.isfinite(b).all())
+
+
 @contextlib.contextmanager
 def _sac_and_batch(tmp_path: Path) -> Iterator[tuple[Any, Any]]:
     """A SAC run as train.py builds it, and a batch of 16 transitions of its env."""
@@ -543,6 +600,7 @@ PATCHED = {  # what envsdk.speedups replaces: module, attribute
     "connector-frames": ("ray.rllib.connectors.connector_v2", "inspect"),
     "polyak-in-place": ("ray.rllib.utils.torch_utils", "update_target_network"),
     "fused-adam": ("ray.rllib.core.learner.learner", "Learner.register_optimizer"),
+    "finite-check-once": ("ray.rllib.core.learner.torch.torch_learner", "TorchLearner.apply_gradients"),
     "episodes-converted-once": ("ray.rllib.env.multi_agent_episode", "MultiAgentEpisode.to_numpy"),
 }
 
@@ -555,7 +613,7 @@ def get(module, path):
     return value
 patched = json.loads(sys.argv[1])
 import ray.rllib.connectors.connector_v2, ray.rllib.utils.torch_utils, ray.rllib.core.learner.learner
-import ray.rllib.env.multi_agent_episode
+import ray.rllib.env.multi_agent_episode, ray.rllib.core.learner.torch.torch_learner
 before = {name: get(*where) for name, where in patched.items()}
 freeze = gc.get_freeze_count()
 import envsdk
