@@ -568,10 +568,12 @@ def _all_finite(gradients: list[Any]) -> bool:
     """Whether every element of these tensors is finite, from one sum over them all.
 
     A nan or an infinity anywhere makes the sum nan or infinite; so does an overflow of finite
-    values, which only sends the caller to the slower check.
+    values, which only sends the caller to the slower check, as do gradients on several devices.
     """
     import torch
 
+    if len({g.device for g in gradients}) > 1:
+        return False
     return bool(torch.isfinite(torch.stack([g.sum() for g in gradients]).sum()))
 
 

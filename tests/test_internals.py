@@ -497,6 +497,21 @@ def _built_learner(algo: str) -> Any:
     return learner
 
 
+def test_one_sum_finds_every_non_finite_gradient():
+    import torch
+
+    grads = [torch.randn(5, 3), torch.randn(4, dtype=torch.float64), torch.randn(2).half()]
+    assert internals._all_finite(grads)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        for i in range(len(grads)):
+            spoiled = [g.clone() for g in grads]
+            spoiled[i].view(-1)[-1] = bad
+            assert not internals._all_finite(spoiled)
+    # a sum that overflows, and gradients on several devices, go to the slow check too
+    assert not internals._all_finite([torch.full((2,), 3e38), torch.full((2,), 3e38)])
+    assert not internals._all_finite([torch.ones(2), torch.ones(2, device="meta")])
+
+
 def test_rllib_tests_each_gradient_as_it_sets_it_then_each_optimizers_again():
     """What gradients_checked_once skips, on RLlib 2.60: two isfinite tests per tensor, and the
     attributes that send it back to RLlib's method (grad scalers, torch lr schedulers)."""
