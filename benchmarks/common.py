@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -18,7 +19,13 @@ from report import write as write_page
 HEADER = "# Benchmark results\n\nEach section is written by the benchmark named in its title.\n\n"
 
 
+@functools.cache
 def machine() -> str:
+    """The machine line: cores, CPU name, Python, and two speed figures measured on the spot.
+
+    Machines sold under one CPU name ran the same benchmark 2.2 times apart (2026-11-26), so the
+    name alone does not say whether two runs in RESULTS.md can be compared; the figures do.
+    """
     cpu = next(
         (
             ln.split(":", 1)[1].strip()
@@ -27,7 +34,36 @@ def machine() -> str:
         ),
         platform.processor(),
     )
-    return f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}"
+    gflops, loops = speed_reference()
+    return (
+        f"{os.cpu_count()} cores ({cpu}), Python {platform.python_version()}; reference speed: "
+        f"{gflops:.0f} GFLOP/s (256x256 float32 matmul, one thread), {loops:.0f}M Python loop steps/s"
+    )
+
+
+def speed_reference(seconds: float = 0.3) -> tuple[float, float]:
+    """One thread's float32 matmul rate (GFLOP/s) and a plain Python loop's (million steps/s),
+    the best of three rounds of about ``seconds`` each."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    rounds = max(1, int(seconds / 0.002))
+    best = [0.0, 0.0]
+    try:
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(rounds):
+                torch.mm(a, b)
+            best[0] = max(best[0], 2 * 256**3 * rounds / (time.perf_counter() - start) / 1e9)
+            start, total = time.perf_counter(), 0
+            for i in range(1_000_000):
+                total += i
+            best[1] = max(best[1], 1.0 / (time.perf_counter() - start))
+    finally:
+        torch.set_num_threads(threads)
+    return best[0], best[1]
 
 
 def append_results(lines: list[str]) -> None:
