@@ -88,7 +88,7 @@ def main() -> None:
         speedups.install()  # as train.py does
         print(json.dumps(child(*args.child)))
         return
-    rows = []
+    rows: list[str] = []
     for name in args.only:
         what, config, higher = MEASURES[name]
         runs: dict[str, list[float]] = {"on": [], "off": []}
@@ -98,10 +98,17 @@ def main() -> None:
         on, off = float(np.median(runs["on"])), float(np.median(runs["off"]))
         gain = on / off if higher else off / on
         unit = "env steps/s" if what == "steps" else "ms in connector constructors while building"
-        rows.append(
-            f"| {name} | {config}: {unit} | {off:,.2f} | {on:,.2f} | {gain:.2f}x |"
-            f" {', '.join(f'{v:,.2f}' for v in runs['off'])} / {', '.join(f'{v:,.2f}' for v in runs['on'])} |"
-        )
+        # one bold block per speed-up: the results page keeps each one's newest run (report.py),
+        # so a run of some (--only) leaves the others' figures on it
+        each = {which: ", ".join(f"{v:,.2f}" for v in values) for which, values in runs.items()}
+        rows += [
+            f"**{name}**",
+            "",
+            "| measured | without it | with it | gain | runs (without / with) |",
+            "|---|---|---|---|---|",
+            f"| {config}: {unit} | {off:,.2f} | {on:,.2f} | {gain:.2f}x | {each['off']} / {each['on']} |",
+            "",
+        ]
     append_results(
         [
             f"### speedups: what each speed-up of envsdk.speedups buys, {datetime.date.today()}",
@@ -109,8 +116,6 @@ def main() -> None:
             " from a fresh process (OMP_NUM_THREADS=1), every speed-up on, or all but the one named off"
             " (ENVSDK_NO_PATCHES=name); medians of alternating rounds.",
             "",
-            "| speed-up | measured | without it | with it | gain | runs (without / with) |",
-            "|---|---|---|---|---|---|",
             *rows,
         ]
     )
