@@ -464,19 +464,11 @@ def test_optimizers_stated_by_their_builder_stay_as_built():
 
 @pytest.mark.parametrize("algo", ["PPO", "SAC"])
 def test_rllib_learners_step_fused_optimizers(algo):
-    import gymnasium as gym
     import torch
-    from ray.rllib.algorithms.ppo import PPOConfig
-    from ray.rllib.algorithms.sac import SACConfig
 
     internals.optimizers_fused_on_cpu()
     internals.optimizers_fused_on_cpu()  # idempotent
-    env = gym.make("Pendulum-v1")
-    config = {"PPO": PPOConfig, "SAC": SACConfig}[algo]().environment(
-        observation_space=env.observation_space, action_space=env.action_space
-    )
-    learner = config.learner_class(config=config)
-    learner.build()
+    learner = _built_learner(algo)
     optimizers = list(learner._named_optimizers.values())
     assert optimizers and all(type(o) is torch.optim.Adam and o.defaults["fused"] for o in optimizers)
 

@@ -280,7 +280,7 @@ def test_per_agent_done_flags():  # ray #17482
             actions = {k: sample_allowed(e.get_action_space(k), o) for k, o in obs.items()}  # masks honoured
             obs, _, term, trunc, _ = e.step(actions)
             done = [k for k in term if k != ALL and (term[k] or trunc[k])]
-            if term[ALL] or trunc[ALL]:  # all ended at once (all interrupted at --max-steps): again
+            if not e.agents:  # all ended at once (all interrupted at --max-steps): again
                 obs, _ = e.reset()
                 continue
             if done and len(e.agents) > 0:
