@@ -62,6 +62,7 @@ bench: $(STAMP) sysdeps
 	$(PY) -m pip install -q -c requirements.lock -e '.[bench]'
 	$(PY) benchmarks/solve_suite.py
 	$(PY) benchmarks/fixed_budget.py
+	$(PY) benchmarks/floor.py
 	$(PY) benchmarks/bridge.py
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/multiagent.py
