@@ -46,10 +46,12 @@ PIECES = ("forward_train", "compute_losses", "compute_gradients", "apply_gradien
 
 def ours(steps: int) -> dict[str, Any]:
     """ms per env step of train.py's build of the config, and of each piece of its learner's update."""
+    from envsdk import speedups
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import local_learner, without_object_store
     from envsdk.training.algorithm_config import build_config
 
+    speedups.install()  # as train.py does, before it builds the config
     built = build_config(
         load_experiments(CONFIG)[0],
         {"num_steps_sampled_before_learning_starts": START, "num_cpus_for_main_process": THREADS},
