@@ -83,10 +83,12 @@ def env_steps_per_second(
     The first two iterations (start-up, the replay warm-up of off-policy configs) are not timed.
     ``algo_class`` and ``learner_class`` replace the ones train.py would use (to time RLlib's own).
     """
+    from envsdk import speedups
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import without_object_store
     from envsdk.training.algorithm_config import build_config
 
+    speedups.install()  # as train.py does, before it builds the config (ENVSDK_NO_PATCHES applies)
     built = build_config(load_experiments(config_file)[0], overrides)
     if learner_class is not None:
         built.config.training(learner_class=learner_class)

@@ -1,20 +1,26 @@
-"""What one SAC step costs: train.py against SB3, and against a plain PyTorch loop (the floor).
+"""What one env step costs, learning included: train.py against SB3 and a plain PyTorch loop (the floor).
 
-``fixed_budget.py`` compares whole runs.  This splits the step that dominates them, on
-HalfCheetah-v5 with RL Zoo's SAC settings (256x256 networks, batches of 256, lr 3e-4, one update
-per env step), into what the arithmetic costs and what each tool adds to it.  Each contender runs
-in a fresh process with two torch threads, learning from the start (after 256 steps), and is timed
-over the same number of env steps, each with its update; the contenders alternate, round by round:
+``fixed_budget.py`` compares whole runs on the heavy families.  This splits their step into what
+the arithmetic costs and what each tool adds to it, for both of its tasks with RL Zoo's settings:
 
-* ours: ``configs/halfcheetah-sac.yaml`` built as train.py builds it, in this process (no Ray),
-  timed over whole training iterations; the learner's pieces are timed by wrapping its methods;
-* SB3: ``SAC("MlpPolicy")`` with the same settings, timed over ``learn()``;
-* plain: the loop below, with no framework at all: one env step with the actor, then one update of
-  the same four networks (actor, twin Q, twin target Q), one backward pass, one fused Adam step and
-  the target networks blended in place.  The same arithmetic as both tools: what any tool built on
-  PyTorch pays on this machine.
+* halfcheetah: HalfCheetah-v5 SAC (256x256 networks, batches of 256, lr 3e-4, one update per env
+  step), learning from the start (after 256 steps);
+* pong: Atari Pong PPO (8 envs x 128 steps, 4 epochs of minibatches of 256, the Nature CNN).
 
-    python benchmarks/floor.py [--rounds 3] [--steps 1500]
+Each contender runs in a fresh process with two torch threads and is timed over the same number
+of env steps after a warm-up (the first updates, lazy set-up); the contenders alternate, round by
+round.  Each reports its whole step and the part of it spent learning:
+
+* ours: the shipped config with fixed_budget.py's flags, built as train.py builds it, in this
+  process (no Ray), timed over whole training iterations; the learner's pieces are timed by
+  wrapping its methods;
+* SB3: the model fixed_budget.py trains, timed over ``learn()``, its ``train()`` wrapped;
+* plain: a loop below, with no framework at all: the same networks and losses, one backward pass
+  per update and a fused Adam step; the env stack is gymnasium's own (Pong: ``AtariPreprocessing``
+  and ``FrameStackObservation`` in a ``SyncVectorEnv``).  What any tool built on PyTorch pays on
+  this machine.
+
+    python benchmarks/floor.py [--tasks halfcheetah pong] [--rounds 3] [--steps N]
 """
 
 from __future__ import annotations
@@ -29,33 +35,39 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, append_results, machine
+from fixed_budget import CORES
+from fixed_budget import TASKS as BUDGET
 
-CONFIG = ROOT / "configs" / "halfcheetah-sac.yaml"
-ENV = "HalfCheetah-v5"
-START = 256  # env steps before learning starts, for every contender (one batch)
-HIDDEN, BATCH, LR, GAMMA, TAU = 256, 256, 3e-4, 0.99, 0.005  # RL Zoo's HalfCheetah SAC
 THREADS = 2
 CONTENDERS = ("ours", "sb3", "plain")
 PIECES = ("forward_train", "compute_losses", "compute_gradients", "apply_gradients")
+START = 256  # SAC: env steps before learning starts, for every contender (one batch)
+HIDDEN, BATCH, LR, GAMMA, TAU = 256, 256, 3e-4, 0.99, 0.005  # RL Zoo's HalfCheetah SAC
+PONG = BUDGET["pong"].kwargs  # RL Zoo's Atari PPO
+LAMBDA, MAX_NORM, FRAMES = 0.95, 0.5, 4  # SB3's defaults for gae_lambda and max_grad_norm; stacked frames
 
 
-def ours(steps: int) -> dict[str, Any]:
-    """ms per env step of train.py's build of the config, and of each piece of its learner's update."""
+def ours(task: str, steps: int) -> dict[str, Any]:
+    """ms per env step of train.py's build of the config, of its learning, and of each piece of that."""
     from envsdk import speedups
+    from envsdk.cli.train import parse_overrides
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import local_learner, without_object_store
     from envsdk.training.algorithm_config import build_config
 
     speedups.install()  # as train.py does, before it builds the config
-    built = build_config(
-        load_experiments(CONFIG)[0],
-        {"num_steps_sampled_before_learning_starts": START, "num_cpus_for_main_process": THREADS},
-    )
+    budget = BUDGET[task]
+    overrides = parse_overrides([*budget.flags, *CORES])
+    if budget.algo == "SAC":
+        overrides["num_steps_sampled_before_learning_starts"] = START
+    built = build_config(load_experiments(ROOT / budget.config)[0], overrides)
     spent: collections.Counter[str] = collections.Counter()
 
     def timed(obj: Any, name: str) -> None:
@@ -92,25 +104,33 @@ def ours(steps: int) -> dict[str, Any]:
     n = done - first
     pieces = {name: spent[name] / n * 1e3 for name in PIECES}
     pieces["rest of the update"] = spent["update"] / n * 1e3 - sum(pieces.values())
-    return {"ms": wall / n * 1e3, "pieces": pieces}
+    return {"ms": wall / n * 1e3, "learn": spent["update"] / n * 1e3, "pieces": pieces}
 
 
-def sb3(steps: int) -> dict[str, Any]:
-    import gymnasium as gym
-    from stable_baselines3 import SAC
+def sb3(task: str, steps: int) -> dict[str, Any]:
+    from fixed_budget import sb3_model
 
     torch_threads()
-    model = SAC(
-        "MlpPolicy", gym.make(ENV), learning_starts=START, batch_size=BATCH, learning_rate=LR,
-        policy_kwargs={"net_arch": [HIDDEN, HIDDEN]}, seed=0, verbose=0,
-    )  # fmt: skip
-    model.learn(2 * START)
+    budget = BUDGET[task]
+    model = sb3_model(budget, 0, **({"learning_starts": START} if budget.algo == "SAC" else {}))
+    model.learn(2 * START)  # learning has started (SAC); one rollout and update (PPO)
+    learning = [0.0]
+    update = model.train
+
+    def timed(*args: Any, **kwargs: Any) -> None:
+        start = time.perf_counter()
+        update(*args, **kwargs)
+        learning[0] += time.perf_counter() - start
+
+    model.train = timed
+    first = model.num_timesteps
     begin = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
-    return {"ms": (time.perf_counter() - begin) / steps * 1e3}
+    n = model.num_timesteps - first
+    return {"ms": (time.perf_counter() - begin) / n * 1e3, "learn": learning[0] / n * 1e3}
 
 
-def plain(steps: int) -> dict[str, Any]:
+def plain_sac(steps: int) -> dict[str, Any]:
     """SAC as the paper writes it (twin Q, learned temperature), in as little code as it takes."""
     import gymnasium as gym
     import numpy as np
@@ -119,7 +139,7 @@ def plain(steps: int) -> dict[str, Any]:
 
     torch_threads()
     torch.manual_seed(0)
-    env = gym.make(ENV)
+    env = gym.make(BUDGET["halfcheetah"].env)
     obs_dim, act_dim = env.observation_space.shape[0], env.action_space.shape[0]
 
     def mlp(inputs: int, outputs: int) -> nn.Sequential:
@@ -151,6 +171,7 @@ def plain(steps: int) -> dict[str, Any]:
         "end": np.zeros(size, np.float32),
     }  # fmt: skip
     obs, _ = env.reset(seed=0)
+    learning = [0.0]
 
     def step(t: int) -> None:
         nonlocal obs
@@ -162,6 +183,7 @@ def plain(steps: int) -> dict[str, Any]:
         obs = env.reset()[0] if terminated or truncated else nxt
         if t < START:
             return
+        start = time.perf_counter()
         idx = np.random.randint(0, t + 1, BATCH)
         o, n, a, r, e = (torch.from_numpy(memory[key][idx]) for key in memory)
         alpha = log_alpha.exp().detach()
@@ -188,13 +210,96 @@ def plain(steps: int) -> dict[str, Any]:
         with torch.no_grad():  # as envsdk's polyak-in-place speed-up blends them
             for target_weight, weight in zip(targets, critics, strict=True):
                 target_weight.lerp_(weight, TAU)
+        learning[0] += time.perf_counter() - start
 
     for t in range(2 * START):
         step(t)
+    learning[0] = 0.0
     begin = time.perf_counter()
     for t in range(2 * START, 2 * START + steps):
         step(t)
-    return {"ms": (time.perf_counter() - begin) / steps * 1e3}
+    return {"ms": (time.perf_counter() - begin) / steps * 1e3, "learn": learning[0] / steps * 1e3}
+
+
+def plain_ppo(steps: int) -> dict[str, Any]:
+    """PPO with a clipped objective and GAE on the Nature CNN, rollouts of n_steps x n_envs."""
+    import ale_py
+    import gymnasium as gym
+    import torch
+    from torch import nn
+
+    torch_threads()
+    torch.manual_seed(0)
+    gym.register_envs(ale_py)
+    n_envs, n_steps = BUDGET["pong"].n_envs, PONG["n_steps"]
+
+    def make() -> gym.Env:
+        env = gym.wrappers.AtariPreprocessing(gym.make(BUDGET["pong"].env), noop_max=30, frame_skip=4)
+        return gym.wrappers.FrameStackObservation(env, FRAMES)
+
+    envs = gym.vector.SyncVectorEnv([make] * n_envs, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)
+    n_actions = int(envs.single_action_space.n)  # type: ignore[attr-defined]
+    net = nn.Sequential(
+        nn.Conv2d(FRAMES, 32, 8, 4), nn.ReLU(), nn.Conv2d(32, 64, 4, 2), nn.ReLU(),
+        nn.Conv2d(64, 64, 3, 1), nn.ReLU(), nn.Flatten(), nn.Linear(7 * 7 * 64, 512), nn.ReLU(),
+        nn.Linear(512, n_actions + 1),  # the policy's logits and the value, on one shared body
+    )  # fmt: skip
+    optimizer = torch.optim.Adam(net.parameters(), lr=PONG["learning_rate"], fused=True)
+
+    def forward(frames: torch.Tensor) -> tuple[torch.distributions.Categorical, torch.Tensor]:
+        out = net(frames.float() / 255)
+        return torch.distributions.Categorical(logits=out[:, :-1]), out[:, -1]
+
+    frames = torch.zeros((n_steps, n_envs, FRAMES, 84, 84), dtype=torch.uint8)
+    actions = torch.zeros((n_steps, n_envs), dtype=torch.long)
+    logps, values, rewards, ends = (torch.zeros((n_steps, n_envs)) for _ in range(4))
+    obs, _ = envs.reset(seed=0)
+    learning = [0.0]
+
+    def iteration() -> None:
+        nonlocal obs
+        for t in range(n_steps):
+            frames[t] = torch.from_numpy(obs)
+            with torch.no_grad():
+                dist, values[t] = forward(frames[t])
+                actions[t] = dist.sample()
+                logps[t] = dist.log_prob(actions[t])
+            obs, reward, terminated, truncated, _ = envs.step(actions[t].numpy())
+            rewards[t], ends[t] = torch.from_numpy(reward), torch.from_numpy(terminated | truncated)
+        start = time.perf_counter()
+        with torch.no_grad():
+            following = forward(torch.from_numpy(obs))[1]
+            advantages, last = torch.zeros_like(rewards), torch.zeros(n_envs)
+            for t in reversed(range(n_steps)):
+                alive = 1 - ends[t]
+                delta = rewards[t] + GAMMA * following * alive - values[t]
+                last = delta + GAMMA * LAMBDA * alive * last
+                advantages[t], following = last, values[t]
+        flat = [x.flatten(0, 1) for x in (frames, actions, logps, advantages, advantages + values)]
+        for _ in range(PONG["n_epochs"]):
+            for idx in torch.randperm(n_steps * n_envs).split(PONG["batch_size"]):
+                obs_b, act_b, logp_b, adv_b, ret_b = (x[idx] for x in flat)
+                dist, value = forward(obs_b)
+                adv_b = (adv_b - adv_b.mean()) / (adv_b.std() + 1e-8)
+                ratio = (dist.log_prob(act_b) - logp_b).exp()
+                clipped = ratio.clamp(1 - PONG["clip_range"], 1 + PONG["clip_range"])
+                policy_loss = -torch.min(adv_b * ratio, adv_b * clipped).mean()
+                value_loss = ((value - ret_b) ** 2).mean()
+                loss = policy_loss + PONG["vf_coef"] * value_loss - PONG["ent_coef"] * dist.entropy().mean()
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                nn.utils.clip_grad_norm_(net.parameters(), MAX_NORM)
+                optimizer.step()
+        learning[0] += time.perf_counter() - start
+
+    iteration()
+    learning[0] = 0.0
+    rounds = math.ceil(steps / (n_steps * n_envs))
+    begin = time.perf_counter()
+    for _ in range(rounds):
+        iteration()
+    n = rounds * n_steps * n_envs
+    return {"ms": (time.perf_counter() - begin) / n * 1e3, "learn": learning[0] / n * 1e3}
 
 
 def torch_threads() -> None:
@@ -203,62 +308,104 @@ def torch_threads() -> None:
     torch.set_num_threads(THREADS)
 
 
-def child(contender: str, steps: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Task:
+    title: str
+    settings: str  # what the RESULTS block says of the settings
+    steps: int  # env steps timed per run, by default
+    plain: Callable[[int], dict[str, Any]]
+
+
+TASKS = {
+    "halfcheetah": Task(
+        "HalfCheetah-v5 SAC", "RL Zoo's SAC settings (256x256, batch 256, lr 3e-4, one update per env "
+        "step), learning from the start (after 256 steps); the plain loop has the same four networks, "
+        "one backward pass, one fused Adam step and in-place target blending", 1500, plain_sac),
+    "pong": Task(
+        "Atari Pong PPO", "RL Zoo's Atari PPO settings (8 envs x 128 steps, 4 epochs of minibatches "
+        "of 256, the Nature CNN with shared heads); the plain loop has the same network and losses, "
+        "one backward pass per minibatch, a fused Adam step, and gymnasium's Atari wrappers in a "
+        "SyncVectorEnv", 8192, plain_ppo),
+}  # fmt: skip
+
+
+CONTENDED = {"ours": ours, "sb3": sb3}  # the tools; each task has its own plain loop
+
+
+def child(task: str, contender: str, steps: int) -> dict[str, Any]:
     out = subprocess.run(
-        [sys.executable, __file__, "--worker", contender, "--steps", str(steps)],
+        [sys.executable, __file__, "--worker", task, contender, "--steps", str(steps)],
         capture_output=True, text=True, cwd=ROOT,
     )  # fmt: skip
     if out.returncode != 0:
-        raise SystemExit(f"{contender} failed (pip install -e '.[bench]'?):\n{out.stderr[-2500:]}")
+        raise SystemExit(f"{task} {contender} failed (pip install -e '.[bench]'?):\n{out.stderr[-2500:]}")
     report: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return report
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=3, help="each contender once per round, alternating")
-    p.add_argument("--steps", type=int, default=1500, help="env steps timed per run (one update each)")
-    p.add_argument("--worker", choices=CONTENDERS, help=argparse.SUPPRESS)
-    args = p.parse_args()
-    if args.worker:
-        print(json.dumps({"ours": ours, "sb3": sb3, "plain": plain}[args.worker](args.steps)))
-        return
-    runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONTENDERS}
-    for round_ in range(args.rounds):
-        order = CONTENDERS if round_ % 2 == 0 else CONTENDERS[::-1]
-        for contender in order:
-            runs[contender].append(child(contender, args.steps))
-            print(f"round {round_ + 1}: {contender} {runs[contender][-1]['ms']:.1f} ms per step", flush=True)
-    median = {c: statistics.median(r["ms"] for r in runs[c]) for c in CONTENDERS}
+def block(task: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """One task's table: each contender's step and its learning part, then our learner's pieces."""
+    median = {c: {k: statistics.median(r[k] for r in runs[c]) for k in ("ms", "learn")} for c in CONTENDERS}
     names = {
-        "ours": "ours (`configs/halfcheetah-sac.yaml`, as train.py builds it)",
-        "sb3": "Stable-Baselines3 SAC",
+        "ours": f"ours (`{BUDGET[task].config}`, as train.py builds it)",
+        "sb3": f"Stable-Baselines3 {BUDGET[task].algo}",
         "plain": "plain PyTorch loop (the floor)",
     }
     lines = [
-        f"### floor: one SAC step, train.py vs Stable-Baselines3 vs plain PyTorch, {datetime.date.today()}",
-        f"Machine: {machine()}. `python benchmarks/floor.py --rounds {args.rounds} --steps {args.steps}`: "
-        f"{ENV}, RL Zoo's SAC settings (256x256, batch 256, lr 3e-4, one update per env step), "
-        f"{THREADS} torch threads, each run a fresh process timed over {args.steps} env steps after "
-        "learning started; the contenders alternate. The plain loop has the same four networks, one "
-        "backward pass, one fused Adam step and in-place target blending, and no framework.",
+        f"**{task}: {TASKS[task].title}** ({TASKS[task].settings}; {steps} env steps timed per run)",
         "",
-        "| contender | ms per env step (runs) | median | vs SB3 |",
-        "|---|---|---|---|",
+        "| contender | ms per env step (runs) | median | vs SB3 | learning | the rest |",
+        "|---|---|---|---|---|---|",
     ]
     for c in CONTENDERS:
-        values = ", ".join(f"{r['ms']:.1f}" for r in runs[c])
-        lines.append(f"| {names[c]} | {values} | {median[c]:.1f} | {median[c] / median['sb3']:.2f} |")
+        values = ", ".join(f"{r['ms']:.2f}" for r in runs[c])
+        ms, learn = median[c]["ms"], median[c]["learn"]
+        ratio = ms / median["sb3"]["ms"]
+        lines.append(f"| {names[c]} | {values} | {ms:.2f} | {ratio:.2f} | {learn:.2f} | {ms - learn:.2f} |")
     pieces = {k: statistics.median(r["pieces"][k] for r in runs["ours"]) for k in runs["ours"][0]["pieces"]}
-    update = sum(pieces.values())
-    lines += [
+    floor = median["plain"]["ms"] / median["sb3"]["ms"]
+    return [
+        *lines,
         "",
-        "Ours, per env step (medians, ms): the learner's update "
-        f"{update:.1f} (" + ", ".join(f"{k} {v:.1f}" for k, v in pieces.items()) + "), the rest "
-        f"(sampling, replay, the iteration's bookkeeping) {median['ours'] - update:.1f}. "
-        f"The floor is {median['plain'] / median['sb3']:.2f} of SB3's step; fixed_budget.py's target for "
-        "whole runs is 0.7 of SB3's wall time.",
+        "Ours, the learner's update per env step (medians, ms): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in pieces.items())
+        + f". The floor is {floor:.2f} of SB3's step; fixed_budget.py's target for whole runs is 0.7 "
+        "of SB3's wall time.",
+        "",
     ]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS))
+    p.add_argument("--rounds", type=int, default=3, help="each contender once per round, alternating")
+    p.add_argument("--steps", type=int, help="env steps timed per run (default: the task's)")
+    p.add_argument("--worker", nargs=2, metavar=("TASK", "CONTENDER"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        task, contender = args.worker
+        steps = args.steps or TASKS[task].steps
+        run = TASKS[task].plain if contender == "plain" else functools.partial(CONTENDED[contender], task)
+        print(json.dumps(run(steps)))
+        return
+    lines = [
+        f"### floor: one env step, train.py vs Stable-Baselines3 vs plain PyTorch, {datetime.date.today()}",
+        f"Machine: {machine()}. `python benchmarks/floor.py {' '.join(sys.argv[1:])}`".rstrip()
+        + f"`: {THREADS} torch threads, each run a fresh process timed after its warm-up; the contenders "
+        "alternate. Learning: the time in the learner's update (ours), `train()` (SB3), the update "
+        "(plain); the rest is sampling, replay and bookkeeping.",
+        "",
+    ]
+    for task in args.tasks:
+        steps = args.steps or TASKS[task].steps
+        runs: dict[str, list[dict[str, Any]]] = {c: [] for c in CONTENDERS}
+        for round_ in range(args.rounds):
+            for contender in CONTENDERS if round_ % 2 == 0 else CONTENDERS[::-1]:
+                runs[contender].append(child(task, contender, steps))
+                report = runs[contender][-1]
+                print(f"{task} round {round_ + 1}: {contender} {report['ms']:.2f} ms per step "
+                      f"({report['learn']:.2f} learning)", flush=True)  # fmt: skip
+        lines += block(task, steps, runs)
     append_results(lines)
 
 

@@ -45,6 +45,7 @@ def child(what: str, config: str) -> float:
         return env_steps_per_second(path, {})
     from ray.rllib.connectors.connector_v2 import ConnectorV2
 
+    from envsdk import speedups
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import without_object_store
     from envsdk.training.algorithm_config import build_config
@@ -58,6 +59,7 @@ def child(what: str, config: str) -> float:
         spent[0] += time.perf_counter() - start
 
     ConnectorV2.__init__ = timed  # type: ignore[method-assign]
+    speedups.install()  # as train.py does
     built = build_config(load_experiments(path)[0], {})
     with without_object_store():
         built.algo_class(config=built.config).stop()
@@ -83,9 +85,6 @@ def main() -> None:
     p.add_argument("--child", nargs=2, metavar=("WHAT", "CONFIG"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
-        from envsdk import speedups
-
-        speedups.install()  # as train.py does
         print(json.dumps(child(*args.child)))
         return
     rows: list[str] = []
