@@ -1,6 +1,7 @@
 """Time-to-solve on a suite of tasks: our train.py against Stable-Baselines3, in one run.
 
-For each task and seed, two whole processes are timed from launch to exit:
+For each task and seed, two whole processes are timed from launch to exit (which runs first
+alternates from seed to seed):
 
 * ours: ``python train.py -f configs/<task's config> --seed S`` (Python,
   imports included, and Ray's start-up and shut-down where the run needs Ray:
@@ -290,8 +291,9 @@ def main() -> None:
         seeds = args.seeds or [HELD_OUT + i for i in range(task.seeds)]
         cap = args.cap or task.cap
         runs = []
-        for seed in seeds:
-            for tool, run_fn in (("ours", run_ours), ("sb3", run_sb3)):
+        for i, seed in enumerate(seeds):
+            tools = (("ours", run_ours), ("sb3", run_sb3))
+            for tool, run_fn in tools if i % 2 == 0 else tools[::-1]:  # who runs first alternates
                 if tool == "sb3" and args.skip_sb3:
                     continue
                 print(f"{name} {tool} seed {seed} ...", end=" ", flush=True)
