@@ -352,7 +352,7 @@ def block(task: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> list[
         "plain": "plain PyTorch loop (the floor)",
     }
     lines = [
-        f"**{task}: {TASKS[task].title}** ({TASKS[task].settings}; {steps} env steps timed per run)",
+        f"**{task}: {TASKS[task].title}**. {TASKS[task].settings}; {steps} env steps timed per run.",
         "",
         "| contender | ms per env step (runs) | median | vs SB3 | learning | the rest |",
         "|---|---|---|---|---|---|",
@@ -390,8 +390,8 @@ def main() -> None:
         return
     lines = [
         f"### floor: one env step, train.py vs Stable-Baselines3 vs plain PyTorch, {datetime.date.today()}",
-        f"Machine: {machine()}. `python benchmarks/floor.py {' '.join(sys.argv[1:])}`".rstrip()
-        + f"`: {THREADS} torch threads, each run a fresh process timed after its warm-up; the contenders "
+        f"Machine: {machine()}. `{' '.join(['python benchmarks/floor.py', *sys.argv[1:]])}`: "
+        f"{THREADS} torch threads, each run a fresh process timed after its warm-up; the contenders "
         "alternate. Learning: the time in the learner's update (ours), `train()` (SB3), the update "
         "(plain); the rest is sampling, replay and bookkeeping.",
         "",
