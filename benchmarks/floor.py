@@ -69,28 +69,14 @@ def ours(task: str, steps: int) -> dict[str, Any]:
         overrides["num_steps_sampled_before_learning_starts"] = START
     built = build_config(load_experiments(ROOT / budget.config)[0], overrides)
     spent: collections.Counter[str] = collections.Counter()
-
-    def timed(obj: Any, name: str) -> None:
-        method = getattr(obj, name)
-
-        @functools.wraps(method)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                spent[name] += time.perf_counter() - start
-
-        setattr(obj, name, wrapper)
-
     with without_object_store():
         algo = built.algo_class(config=built.config)
         torch_threads()
         learner = local_learner(algo.learner_group)
         for name in ("update", *PIECES[1:]):
-            timed(learner, name)
+            timed(learner, name, spent)
         for module in learner.module.values():
-            timed(module, PIECES[0])
+            timed(module, PIECES[0], spent)
         while algo.train()["num_env_steps_sampled_lifetime"] < 2 * START:
             pass  # learning has started, and the first updates (lazy set-up) are behind
         done = algo.train()["num_env_steps_sampled_lifetime"]
@@ -114,20 +100,28 @@ def sb3(task: str, steps: int) -> dict[str, Any]:
     budget = BUDGET[task]
     model = sb3_model(budget, 0, **({"learning_starts": START} if budget.algo == "SAC" else {}))
     model.learn(2 * START)  # learning has started (SAC); one rollout and update (PPO)
-    learning = [0.0]
-    update = model.train
-
-    def timed(*args: Any, **kwargs: Any) -> None:
-        start = time.perf_counter()
-        update(*args, **kwargs)
-        learning[0] += time.perf_counter() - start
-
-    model.train = timed
+    spent: collections.Counter[str] = collections.Counter()
+    timed(model, "train", spent)
     first = model.num_timesteps
     begin = time.perf_counter()
     model.learn(steps, reset_num_timesteps=False)
     n = model.num_timesteps - first
-    return {"ms": (time.perf_counter() - begin) / n * 1e3, "learn": learning[0] / n * 1e3}
+    return {"ms": (time.perf_counter() - begin) / n * 1e3, "learn": spent["train"] / n * 1e3}
+
+
+def timed(obj: Any, name: str, spent: collections.Counter[str]) -> None:
+    """Replace ``obj.name`` by a wrapper that adds the seconds spent in each call to ``spent[name]``."""
+    method = getattr(obj, name)
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return method(*args, **kwargs)
+        finally:
+            spent[name] += time.perf_counter() - start
+
+    setattr(obj, name, wrapper)
 
 
 def plain_sac(steps: int) -> dict[str, Any]:
