@@ -23,15 +23,16 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from envsdk.envs.base import MASK_KEY, has_action_mask, hooks
 from envsdk.envs.default_models.choice import describe
-from envsdk.envs.default_models.spaces import SpaceError, allowed_version, sample_allowed
+from envsdk.envs.default_models.spaces import SpaceError, allowed_version, conform, sample_allowed
 from envsdk.envs.registry import ResolvedEnv
 from envsdk.errors import UserError, raise_if_user_error
+from envsdk.notices import notice
 
 AGENT = "agent"  # the one agent's id for single-agent envs
 
 
 def mismatch(value: Any, space: gym.Space) -> str | None:
-    """Why ``value`` is not in ``space`` (None when it is)."""
+    """Why ``value`` is not in ``space`` (None when it is), before any conversion."""
     try:
         if space.contains(value):
             return None
@@ -41,7 +42,7 @@ def mismatch(value: Any, space: gym.Space) -> str | None:
         arr = np.asarray(value)
         if arr.shape != space.shape:
             return f"shape {arr.shape} but the space says {space.shape}"
-        if arr.dtype != space.dtype:
+        if arr.dtype.kind not in "biuf":
             return f"dtype {arr.dtype} but the space says {space.dtype}"
         return f"values outside [{space.low.min()}, {space.high.max()}]: {arr.min()}..{arr.max()}"
     if isinstance(space, gym.spaces.Dict) and isinstance(value, dict):
@@ -52,6 +53,11 @@ def mismatch(value: Any, space: gym.Space) -> str | None:
             why = mismatch(value[key], sub)
             if why:
                 return f"['{key}'] {why}"
+    if isinstance(space, gym.spaces.Tuple) and isinstance(value, tuple) and len(value) == len(space.spaces):
+        for i, (part, sub) in enumerate(zip(value, space.spaces, strict=True)):
+            why = mismatch(part, sub)
+            if why:
+                return f"[{i}] {why}"
     if isinstance(space, gym.spaces.Discrete):
         return f"{value!r} is not an integer in [{space.start}, {int(space.start) + int(space.n)})"
     return f"{type(value).__name__} value {value!r:.60} not in {space}"
@@ -70,13 +76,50 @@ def _sample_action(env: Any, obs: Any) -> Any:
     return sample_allowed(env.action_space, obs)
 
 
-def values_problems(env: Any, obs: Any, where: str) -> list[str]:
-    problems = []
+@dataclass
+class Verdict:
+    """What the checks say of some observations: ``problems`` nothing can train on; ``notes``
+    what training takes as it is or converts (another dtype; a value outside a Box's bounds
+    where ``env_checks: {observation_bounds: ...}`` is not ``error``); ``conformed``: the
+    observations as the space declares them (per agent for a multi-agent env)."""
+
+    problems: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    conformed: Any = None
+
+
+def check_values(env: Any, obs: Any, where: str, bounds: str = "warn") -> Verdict:
+    """The verdict on one reset's or step's observations (RLlib's leniency: values that fit
+    their space in another type are converted, with a note, as RLlib's vector env converts them)."""
+    verdict = Verdict()
+    conformed = {}
     for who, value, space in _agent_items(env, obs):
+        value, conversions = conform(value, space)
+        conformed[who] = value
+        of = f"{where} observation{' of ' + who if who else ''}"
+        verdict.notes += [
+            f"{of}{c.path}: {c.got}, converted to the space's {c.want} (as RLlib does)" for c in conversions
+        ]
         why = mismatch(value, space)
-        if why:
-            problems.append(f"{where} observation{' of ' + who if who else ''}: {why}")
-    return problems
+        if why is None:
+            continue
+        if "values outside" in why and bounds != "error" and not _non_finite(value):
+            verdict.notes.append(f"{of}: {why} (env_checks: {{observation_bounds: {bounds}}})")
+        else:
+            verdict.problems.append(f"{of}: {why}")
+    if isinstance(env, MultiAgentEnv):
+        verdict.conformed = {aid: conformed[f"agent '{aid}'"] for aid in obs}
+    else:
+        verdict.conformed = conformed[""]
+    return verdict
+
+
+def _non_finite(value: Any) -> bool:
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    return not np.isfinite(array).all()
 
 
 @dataclass
@@ -108,12 +151,14 @@ def _agent_spaces(env: Any, obs: Any) -> dict[str, tuple[gym.Space, gym.Space]]:
 
 
 @contextlib.contextmanager
-def preflight(resolved: ResolvedEnv, env_config: dict) -> Iterator[tuple[Any, EnvInfo]]:
+def preflight(resolved: ResolvedEnv, env_config: dict, bounds: str = "warn") -> Iterator[tuple[Any, EnvInfo]]:
     """Build the env once, reset and step it; yields (env, info) and closes the env after.
 
-    A mismatch between what the env returns and its spaces, or an error in
-    its constructor, reset or step, is a UserError.  The env stays open in
-    the ``with`` block so the caller can build the policy networks against it.
+    A mismatch between what the env returns and its spaces that RLlib could not train on either,
+    or an error in its constructor, reset or step, is a UserError; what RLlib converts (another
+    dtype, lists for arrays) or lets pass (``bounds``: ``env_checks.observation_bounds``) is a
+    notice.  The env stays open in the ``with`` block so the caller can build the policy
+    networks against it.
     """
     try:
         env = resolved.make(env_config)
@@ -127,12 +172,14 @@ def preflight(resolved: ResolvedEnv, env_config: dict) -> Iterator[tuple[Any, En
         stage = "reset()"
         try:
             obs, _ = env.reset(seed=0)
-            first = obs if isinstance(env, MultiAgentEnv) else {AGENT: obs}
-            problems = values_problems(env, obs, stage)
-            if not problems:
+            verdict = check_values(env, obs, stage, bounds)
+            first = verdict.conformed if isinstance(env, MultiAgentEnv) else {AGENT: verdict.conformed}
+            if not verdict.problems:
                 stage = "step()"
-                after, *_ = env.step(_sample_action(env, obs))
-                problems = values_problems(env, after, stage)
+                after, *_ = env.step(_sample_action(env, verdict.conformed))
+                stepped = check_values(env, after, stage, bounds)
+                verdict.problems += stepped.problems
+                verdict.notes += stepped.notes
             stage = "its policy_specs()"
             multi = isinstance(env, MultiAgentEnv)
             policies = hooks(env).policy_specs() if multi else None
@@ -150,11 +197,13 @@ def preflight(resolved: ResolvedEnv, env_config: dict) -> Iterator[tuple[Any, En
                 f"env '{resolved.name}' failed in {stage}: {type(err).__name__}: {err}",
                 "fix the env; run `python -m envsdk check ENV --debug` for the traceback",
             ) from err
-        if problems:
+        if verdict.problems:
             raise UserError(
-                f"env '{resolved.name}': {problems[0]}",
+                f"env '{resolved.name}': {verdict.problems[0]}",
                 "make the observation_space match what reset()/step() return (shape, dtype, bounds)",
             )
+        for note in _first_of_each(verdict.notes):
+            notice(f"env '{resolved.name}': {note}")
         yield env, info
     finally:
         env.close()
@@ -209,6 +258,14 @@ def _gymnasium_check(checker: Any, env: Any) -> None:
         warnings.warn(f"cannot be reseeded after start ({env_hooks.reseed_note})", stacklevel=1)
 
 
+class _Conformed(gym.ObservationWrapper):
+    """Observations converted to their space's types, as RLlib's vector env converts them, for
+    gymnasium's checker, which refuses (say) float64 for a float32 Box that RLlib trains on."""
+
+    def observation(self, observation: Any) -> Any:
+        return conform(observation, self.observation_space)[0]
+
+
 class _MaskRespecting(gym.Wrapper):
     """For gymnasium's checker, which steps with unmasked random actions (sampled before its
     resets, too): a forbidden choice becomes the first allowed one of its branch.  A game that
@@ -240,14 +297,30 @@ def check_env(resolved: ResolvedEnv, env_config: dict, steps: int = 2000) -> Che
 
 
 def _check(report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dict, steps: int) -> None:
+    multi = isinstance(env, MultiAgentEnv)
+    first, _ = env.reset(seed=123)
+    spaces = _agent_spaces(env, first if multi else {AGENT: first})
+    masked = any(has_action_mask(obs) for obs, _ in spaces.values())
+    _external_checker(report, resolved, env, env_config, masked)
+    for who, (obs, act) in _named_spaces(env, spaces).items():
+        try:
+            report.models.append(f"{who}: {describe(obs, act, {})}")
+        except SpaceError as err:
+            report.problems.append(f"{who}: {err}")
+    _reseeding(report, env)
+    _random_steps(report, env, steps, masked)
+
+
+def _external_checker(
+    report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dict, masked: bool
+) -> None:
+    """gymnasium's checker (RLlib's for a multi-agent env), on observations converted as RLlib
+    converts them: our own steps say what was converted."""
     from gymnasium.utils.env_checker import check_env as gymnasium_check_env
     from ray.rllib.utils.pre_checks.env import check_multiagent_environments
 
     multi = isinstance(env, MultiAgentEnv)
-    first, _ = env.reset(seed=123)
-    spaces = _agent_spaces(env, first if multi else {AGENT: first})
     label = "RLlib multi-agent checker" if multi else "gymnasium checker"
-    masked = any(has_action_mask(obs) for obs, _ in spaces.values())
     if masked and multi:
         report.warnings.append(f"{label} skipped: it steps with random actions, and this env masks some")
     elif multi:
@@ -255,16 +328,14 @@ def _check(report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dic
     else:
         checked = resolved.make(env_config)
         try:
-            target = _MaskRespecting(checked.unwrapped) if masked else checked.unwrapped
+            target: gym.Env = _Conformed(checked.unwrapped)
+            target = _MaskRespecting(target) if masked else target
             _run_external(report, label, lambda: _gymnasium_check(gymnasium_check_env, target))
         finally:
             checked.close()
-    for who, (obs, act) in _named_spaces(env, spaces).items():
-        try:
-            report.models.append(f"{who}: {describe(obs, act, {})}")
-        except SpaceError as err:
-            report.problems.append(f"{who}: {err}")
 
+
+def _reseeding(report: CheckReport, env: Any) -> None:
     first, _ = env.reset(seed=123)
     again, _ = env.reset(seed=123)
     same = all(
@@ -276,8 +347,14 @@ def _check(report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dic
         else "reset(seed=123) twice gave different observations: results will not be reproducible"
     )
 
-    problems, obs, n, start = [], first, 0, time.perf_counter()
-    problems += values_problems(env, obs, "reset()")
+
+def _random_steps(report: CheckReport, env: Any, steps: int, masked: bool) -> None:
+    """Up to ``steps`` random steps (5 s at most): every observation checked, the rate measured."""
+    multi = isinstance(env, MultiAgentEnv)
+    obs, _ = env.reset(seed=123)
+    verdict = check_values(env, obs, "reset()")
+    problems, notes, n, start = verdict.problems, verdict.notes, 0, time.perf_counter()
+    obs = verdict.conformed
     while n < steps and time.perf_counter() - start < 5.0:
         try:
             obs, reward, terminated, truncated, _ = env.step(_sample_action(env, obs))
@@ -285,8 +362,11 @@ def _check(report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dic
             problems.append(f"step {n + 1} raised {type(err).__name__}: {err}")
             break
         n += 1
+        verdict = check_values(env, obs, f"step {n}")
+        obs = verdict.conformed
         if not problems:
-            problems += values_problems(env, obs, f"step {n}")
+            problems += verdict.problems
+            notes += verdict.notes
         if multi:
             done = terminated.get("__all__", False) or truncated.get("__all__", False)
         else:
@@ -294,13 +374,22 @@ def _check(report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dic
             if not np.isscalar(reward):
                 problems.append(f"step {n}: reward is {type(reward).__name__}, not a number")
         if done:
-            obs, _ = env.reset()
+            obs = check_values(env, env.reset()[0], "reset()").conformed
     report.steps_per_s = n / max(time.perf_counter() - start, 1e-9)
+    report.warnings += _first_of_each(notes)[:3]
     if problems:
         report.problems += problems[:3]
     else:
         allowed = " (allowed ones)" if masked else ""
         report.passed.append(f"{n} random steps{allowed}: every observation inside its space")
+
+
+def _first_of_each(notes: list[str]) -> list[str]:
+    """One note per part and kind, the first step's (notes start with the step they name)."""
+    firsts: dict[str, str] = {}
+    for note in notes:
+        firsts.setdefault(note.partition(" observation")[2], note)
+    return list(firsts.values())
 
 
 def _named_spaces(env: Any, spaces: dict[str, tuple[gym.Space, gym.Space]]) -> dict[str, tuple]:

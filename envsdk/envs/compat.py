@@ -137,3 +137,42 @@ class LegacyGymAdapter(gym.Env):
     def close(self) -> None:
         if hasattr(self.inner, "close"):
             self.inner.close()
+
+
+class EveryAgent(dict):
+    """An agent -> space mapping for a multi-agent env that declares one space for all its agents
+    (the older MultiAgentEnv style: a non-Dict ``observation_space``/``action_space``), which
+    RLlib's vector env would iterate as if it were per agent.  It lists the agents known when the
+    env is built, and answers the same space for any other."""
+
+    def __init__(self, space: gym.Space, agents: tuple[Any, ...]):
+        super().__init__({agent: space for agent in agents})
+        self.space = space
+
+    def __missing__(self, agent: Any) -> gym.Space:
+        return self.space
+
+
+def share_spaces(env: Any) -> None:
+    """Give a multi-agent env that declares one space for all its agents per-agent spaces
+    (:class:`EveryAgent`), listing its ``possible_agents``, else the agents of one ``reset()``:
+    RLlib's vector env reads them before its first reset."""
+    from ray.rllib.env.multi_agent_env import MultiAgentEnv
+
+    target = getattr(env, "unwrapped", env)
+    if not isinstance(target, MultiAgentEnv):
+        return
+    shared = {
+        kind: space
+        for kind in ("observation", "action")
+        if getattr(target, f"{kind}_spaces", None) is None
+        and isinstance(space := getattr(target, f"{kind}_space", None), gym.Space)
+    }
+    if not shared:
+        return
+    agents = tuple(getattr(target, "possible_agents", None) or ())
+    if not agents and all(not isinstance(space, gym.spaces.Dict) for space in shared.values()):
+        agents = tuple(env.reset()[0])
+    for kind, space in shared.items():
+        if not (isinstance(space, gym.spaces.Dict) and any(a in space.spaces for a in agents)):
+            setattr(target, f"{kind}_spaces", EveryAgent(space, agents))

@@ -40,7 +40,7 @@ import gymnasium as gym
 
 from envsdk.envs import atari, layout
 from envsdk.envs.atari import AtariSettings
-from envsdk.envs.compat import LegacyGymAdapter, needs_adapter
+from envsdk.envs.compat import LegacyGymAdapter, needs_adapter, share_spaces
 from envsdk.envs.imports import import_module, import_ref, imported_with, is_user_module, split_ref
 from envsdk.envs.pettingzoo_envs import is_pettingzoo, pettingzoo_target, registry_id, wrap_pettingzoo
 from envsdk.errors import UserError, closest, did_you_mean
@@ -83,7 +83,7 @@ class EnvFactory:
         if self.atari is not None and isinstance(self.target, GymMake):
             settings = {**atari.BASE_SETTINGS, **settings}
             env_config = settings
-        style = config_style(self.target)
+        style = config_style(self.target, settings)
         if style == "kwargs":
             check_keywords(self.target, settings, self.name)
             env = self.target(**settings)
@@ -98,6 +98,7 @@ class EnvFactory:
         elif needs_adapter(env):
             notice(f"env '{self.name}' uses the old gym API (reset -> obs, step -> 4-tuple); adapting it")
             env = LegacyGymAdapter(env)
+        share_spaces(env)
         if self.atari is not None:
             env = atari.wrap(env, self.atari)
         if self.max_episode_steps and isinstance(env, gym.Env):
@@ -111,40 +112,54 @@ CONFIG_PARAMETERS = frozenset(
 """Names of a first parameter that takes ``env_config`` as one dict (the seed tutorials' ``config``)."""
 
 
-def config_style(target: Callable[..., Any]) -> str:
+def config_style(target: Callable[..., Any], settings: dict[str, Any] | None = None) -> str:
     """How ``target`` takes ``env_config``: ``dict`` (one positional argument), ``kwargs`` or ``none``.
 
-    One dict where the first parameter is required or named like a config (``config``,
-    ``env_config``, ...), or where the target takes only ``*args``; keywords where every
-    parameter has a default or is a ``**kwargs`` (``minigrid.envs.EmptyEnv(size=5)``,
-    PettingZoo's ``env(**kwargs)``, gymnasium env classes).
+    One dict where the first parameter is named like a config (``config``, ``env_config``, ...)
+    or where the target takes only ``*args``; keywords where every parameter has a default or is
+    a ``**kwargs`` (``minigrid.envs.EmptyEnv(size=5)``, PettingZoo's ``env(**kwargs)``, gymnasium
+    env classes).  A first parameter that is required and named otherwise takes the dict as
+    RLlib passes it, unless a key of ``settings`` names a parameter:
+    ``ParametricActionsCartPole(max_avail_actions)`` with ``env_config: {max_avail_actions: 10}``
+    gets keywords.
     """
     try:
         params = list(inspect.signature(target).parameters.values())
     except (TypeError, ValueError):
         return "dict"
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if positional and (
-        positional[0].default is positional[0].empty or positional[0].name in CONFIG_PARAMETERS
-    ):
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if positional and positional[0].name in CONFIG_PARAMETERS:
         return "dict"
+    if positional and positional[0].default is positional[0].empty:
+        return "kwargs" if named & set(settings or ()) else "dict"
     if positional or any(p.kind in (p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in params):
         return "kwargs" if not any(p.kind is p.VAR_POSITIONAL for p in params) else "dict"
     return "dict" if any(p.kind is p.VAR_POSITIONAL for p in params) else "none"
 
 
 def check_keywords(target: Callable[..., Any], settings: dict[str, Any], name: str) -> None:
-    """An ``env_config`` key that ``target`` has no parameter for (and no ``**kwargs``) is a UserError."""
+    """An ``env_config`` key that ``target`` has no parameter for (and no ``**kwargs``), or a
+    required parameter that no key names, is a UserError that lists the parameters."""
     params = inspect.signature(target).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
     names = [n for n, p in params.items() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
-    for key in settings:
-        if key not in names:
-            raise UserError(
-                f"env '{name}' takes no setting '{key}' (env_config is passed as keyword arguments)",
-                did_you_mean(key, names) or f"its settings are: {', '.join(names) or 'none'}",
-            )
+    listed = ", ".join(
+        f"{n}" if params[n].default is params[n].empty else f"{n}={params[n].default!r}" for n in names
+    )
+    if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        for key in settings:
+            if key not in names:
+                raise UserError(
+                    f"env '{name}' takes no setting '{key}' (env_config is passed as keyword arguments)",
+                    did_you_mean(key, names) or f"its settings are: {listed or 'none'}",
+                )
+    missing = [n for n in names if params[n].default is params[n].empty and n not in settings]
+    if missing:
+        raise UserError(
+            f"env '{name}' needs the setting{'s' if len(missing) > 1 else ''} {', '.join(missing)}"
+            " (env_config is passed as keyword arguments)",
+            f"add {', '.join(f'{n}: ...' for n in missing)} to env_config; its parameters: {listed}",
+        )
 
 
 def import_for_env(module: str, env_name: str) -> None:

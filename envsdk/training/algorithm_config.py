@@ -979,7 +979,9 @@ def stage_start_env(b: Build) -> Iterator[None]:
     open while the later stages build networks on its first observation."""
     skip = b.dry_run and not b.env_hooks.build_in_dry_run
     started = (
-        contextlib.nullcontext((None, unbuilt(b.target))) if skip else preflight(b.resolved, b.env_config)
+        contextlib.nullcontext((None, unbuilt(b.target)))
+        if skip
+        else preflight(b.resolved, b.env_config, b.env_checks.observation_bounds)
     )
     with started as (b.env, b.info):
         if b.env is not None and env_setup.needs_layout(b.env, b.resolved):
@@ -998,7 +1000,8 @@ def stage_evaluation_env(b: Build) -> None:
         notice(f"evaluation_config.env '{b.evaluation_env.name}' is checked when evaluation starts it")
         return
     own = b.values["evaluation_config"].get("env_config") or {}
-    with preflight(b.evaluation_env, merge(b.env_config, own)) as (_, evaluation_info):
+    bounds = b.env_checks.observation_bounds
+    with preflight(b.evaluation_env, merge(b.env_config, own), bounds) as (_, evaluation_info):
         where = b.values.where("evaluation_config")
         env_setup.check_evaluation_spaces(b.info, evaluation_info, where, b.evaluation_env.name)
 

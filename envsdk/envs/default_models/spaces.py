@@ -171,6 +171,79 @@ def nest(space: gym.Space, parts: dict[tuple[Any, ...], Any]) -> Any:
 
 
 @dataclass(frozen=True)
+class Conversion:
+    """An observation part whose values fit its space in another type (``got``), converted to
+    the space's (``want``) as RLlib's vector env does when it stacks observations."""
+
+    path: str  # ``['image']``, ``[0]``; empty for the whole observation
+    got: str
+    want: str
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, np.ndarray | np.generic):
+        return str(value.dtype)
+    return f"Python {type(value).__name__}"
+
+
+def conform(value: Any, space: gym.Space, path: str = "") -> tuple[Any, list[Conversion]]:
+    """``value`` in the representation ``space`` declares, and the parts that needed converting.
+
+    What RLlib accepts by converting (gymnasium's vector env stacks every observation into
+    arrays of the space's dtype): float64 for float32, Python numbers, lists and tuples for a
+    Box, MultiDiscrete or MultiBinary, lists for a Tuple, integral numbers of any type for a
+    Discrete.  A value that cannot be converted is returned as it is, for the checks to explain;
+    so is a value of a space kind that holds no numbers (Text, Graph, Sequence)."""
+    if isinstance(space, gym.spaces.Dict) and isinstance(value, dict):
+        out, notes = dict(value), []
+        for key, sub in space.spaces.items():
+            if key in value:
+                out[key], more = conform(value[key], sub, f"{path}[{key!r}]")
+                notes += more
+        return out, notes
+    if isinstance(space, gym.spaces.Tuple) and isinstance(value, list | tuple):
+        if len(value) != len(space.spaces):
+            return value, []
+        pairs = enumerate(zip(value, space.spaces, strict=True))
+        parts = [conform(v, sub, f"{path}[{i}]") for i, (v, sub) in pairs]
+        notes = [n for _, more in parts for n in more]
+        if isinstance(value, list):
+            notes.insert(0, Conversion(path, "Python list", "tuple"))
+        return tuple(v for v, _ in parts), notes
+    if isinstance(space, gym.spaces.Discrete):
+        return _conform_integer(value, path)
+    if isinstance(space, gym.spaces.Box | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary):
+        return _conform_array(value, space, path)
+    return value, []
+
+
+def _conform_integer(value: Any, path: str) -> tuple[Any, list[Conversion]]:
+    """A Discrete value: any integral number (``3.0``, ``np.array(3)``) as an int64."""
+    if isinstance(value, int | np.integer) and not isinstance(value, bool):
+        return value, []
+    number = np.asarray(value)
+    if number.shape != () or number.dtype.kind not in "iuf" or number != np.round(number):
+        return value, []
+    return np.int64(number), [Conversion(path, _kind(value), "int64")]
+
+
+def _conform_array(value: Any, space: gym.Space, path: str) -> tuple[Any, list[Conversion]]:
+    """A Box, MultiDiscrete or MultiBinary value of the right shape in the space's dtype."""
+    want = np.dtype(space.dtype)
+    if isinstance(value, np.ndarray) and value.dtype == want:
+        return value, []
+    try:
+        array = np.asarray(value)
+    except (TypeError, ValueError):
+        return value, []
+    if array.dtype.kind not in "biuf" or array.shape != space.shape:
+        return value, []
+    if want.kind in "iub" and array.dtype.kind == "f" and not (array == np.round(array)).all():
+        return value, []  # 0.5 for an integer space is a wrong value, not a wrong type
+    return array.astype(want), [Conversion(path, _kind(value), str(want))]
+
+
+@dataclass(frozen=True)
 class ActLeaf:
     """One part of an action and where its distribution inputs sit."""
 
