@@ -144,6 +144,21 @@ def registered_env_creator(name: str) -> Any:
     return _global_registry.get(ENV_CREATOR, name)
 
 
+def registered_model(name: str) -> Any:
+    """The class ``ModelCatalog.register_custom_model(name, cls)`` registered, else None (Ray 1.x
+    docs wire a custom ModelV2 that way, often in the env's module)."""
+    from ray.tune.registry import RLLIB_MODEL, _global_registry
+
+    if not _global_registry.contains(RLLIB_MODEL, name):
+        return None
+    return _global_registry.get(RLLIB_MODEL, name)
+
+
+def time_limit_steps(wrapper: Any) -> int:
+    """The limit of a gymnasium ``TimeLimit`` (its spec has none where the env it wraps has no spec)."""
+    return int(wrapper._max_episode_steps)
+
+
 def ray_temp_dir(path: str | None) -> dict[str, Any]:
     """``ray.init``'s keyword for a local Ray's temp folder (a private argument)."""
     return {"_temp_dir": path}

@@ -64,15 +64,24 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
+NO_EPISODE_END = "no episode ended; horizon: N in the config cuts them after N steps"
+
+
+def return_text(ret: float | None, steps: int) -> str:
+    """``return 12.5``; ``return -`` before any episode ended, and why where env steps were sampled."""
+    if ret is not None:
+        return f"return {ret:.1f}"
+    return f"return - ({NO_EPISODE_END})" if steps else "return -"
+
+
 def format_line(name: str, result: dict[str, Any], stop: dict[str, Any]) -> str:
-    ret = mean_return(result)
     steps = lookup(result, STEPS) or 0
     elapsed = float(result.get("time_total_s") or 0.0)
     rate = steps / elapsed if elapsed else 0.0
     parts = [
         f"[{name}] iter {result.get('training_iteration', 0)}",
         f"{int(steps):,} steps",
-        f"return {ret:.1f}" if ret is not None else "return -",
+        return_text(mean_return(result), int(steps)),
         f"{rate:,.0f} steps/s",
     ]
     eta = eta_seconds(result, stop)
@@ -152,3 +161,4 @@ class ProgressLine(tune.Callback):
         if self.tty and self._width:
             self.stream.write("\n")
             self.stream.flush()
+        self._width = 0

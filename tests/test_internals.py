@@ -745,7 +745,8 @@ def test_runners_step_their_env_through_its_instance_methods_and_sample_after_ge
 
 def test_private_names_that_off_policy_sac_and_the_guard_read_exist():
     """module_is_stateful, sample_episodes_with_metrics, catalog_model_config, sub_env_observations,
-    ray_temp_dir, registered_env_creator, local_learner, learner_batch and PRELOAD, on 2.60."""
+    ray_temp_dir, registered_env_creator, registered_model, time_limit_steps, local_learner,
+    learner_batch and PRELOAD, on 2.60."""
     import gymnasium as gym
     import numpy as np
     from ray.rllib.algorithms.dqn.dqn import DQN
@@ -769,6 +770,13 @@ def test_private_names_that_off_policy_sac_and_the_guard_read_exist():
     assert set(internals.ray_temp_dir("/x")) == {"_temp_dir"}
     register_env("envsdk-internals-probe", lambda cfg: gym.make("CartPole-v1"))
     assert internals.registered_env_creator("envsdk-internals-probe")({}).spec.id == "CartPole-v1"
+    from ray.rllib.examples._old_api_stack.models.fast_model import TorchFastModel
+    from ray.rllib.models import ModelCatalog
+
+    ModelCatalog.register_custom_model("envsdk-internals-model", TorchFastModel)
+    assert internals.registered_model("envsdk-internals-model") is TorchFastModel
+    assert internals.registered_model("envsdk-no-such-model") is None
+    assert internals.time_limit_steps(gym.wrappers.TimeLimit(gym.make("CartPole-v1"), 7)) == 7
     assert "_learner" in inspect.getsource(LearnerGroup.__init__)
     assert callable(Learner._convert_batch_type)
     for name in internals.PRELOAD:

@@ -121,6 +121,79 @@ def test_one_shared_space_becomes_every_agents_space():
     assert vector.single_action_spaces[1] == gym.spaces.Discrete(2)
 
 
+# ---- model files as RLlib's authors write them ---------------------------------------------------
+
+RLM_CLASSES = Path(__import__("ray.rllib.examples.rl_modules.classes", fromlist=["x"]).__file__).parent
+
+
+def _models(tmp_path: Path, *files: str) -> list[Path]:
+    """RLlib's own model files, copied unchanged into a models/ folder (none is committed here)."""
+    folder = tmp_path / "models"
+    folder.mkdir(exist_ok=True)
+    for name in files:
+        (folder / f"{name}.py").write_text((RLM_CLASSES / f"{name}.py").read_text())
+    return [folder]
+
+
+@pytest.mark.parametrize(
+    ("name", "chosen"),
+    [
+        ("action_masking_rlm", "ActionMaskingTorchRLModule"),  # a base class and its torch subclass
+        ("lstm_containing_rlm", "LSTMContainingRLModuleWithTargetNetwork"),  # a module and its subclass
+        ("vpg_using_shared_encoder_rlm.SharedEncoder", "SharedEncoder"),  # file.ClassName
+        (
+            "ray.rllib.examples.rl_modules.classes.vpg_torch_rlm.VPGTorchRLModule",
+            "VPGTorchRLModule",
+        ),  # import path
+    ],
+)
+def test_a_model_file_resolves_to_its_one_concrete_class(tmp_path, name, chosen):
+    from envsdk.envs.plugins import load_model
+
+    paths = _models(tmp_path, "action_masking_rlm", "lstm_containing_rlm", "vpg_using_shared_encoder_rlm")
+    assert load_model(name, paths).cls.__name__ == chosen
+
+
+def test_a_real_ambiguity_lists_the_file_class_choices(tmp_path):
+    from envsdk.envs.plugins import load_model
+
+    with pytest.raises(UserError) as caught:
+        load_model("vpg_using_shared_encoder_rlm", _models(tmp_path, "vpg_using_shared_encoder_rlm"))
+    assert "vpg_using_shared_encoder_rlm.VPGPolicyNoSharedEncoder" in caught.value.hint
+    with pytest.raises(UserError) as caught:
+        load_model("vpg_using_shared_encoder_rlm.NoSuch", _models(tmp_path, "vpg_using_shared_encoder_rlm"))
+    assert "has no model class NoSuch" in str(caught.value)
+
+
+def test_a_name_registered_with_rllibs_model_catalog_is_honoured(tmp_path):
+    from ray.rllib.models import ModelCatalog
+
+    from envsdk.envs.plugins import PROJECT_MODELS, load_model
+
+    model_class = load_model("customnet", [PROJECT_MODELS]).cls  # a TorchModelV2
+    ModelCatalog.register_custom_model("parity_registered_model", model_class)
+    plugin = load_model("parity_registered_model", [tmp_path])
+    assert plugin.cls is model_class and plugin.is_modelv2
+
+
+def test_a_setting_the_module_reads_and_nobody_set_is_one_error_line(tmp_path, capsys):
+    import yaml
+
+    from envsdk.cli.train import main
+    from envsdk.errors import run_cli
+
+    _models(tmp_path, "vpg_torch_rlm")
+    exp = {"run": "PPO", "env": "CartPole-v1", "config": {"num_env_runners": 0}}
+    exp["config"]["model"] = {"custom_model": "vpg_torch_rlm"}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump({"vpg": exp}))
+    assert run_cli(main, ["-f", str(tmp_path / "exp.yaml"), "--dry-run"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("notice:")]
+    assert "reads the setting 'hidden_dim'" in err[0] and "custom_model_config: {hidden_dim: ...}" in err[1]
+    exp["config"]["model"]["custom_model_config"] = {"hidden_dim": 16}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump({"vpg": exp}))
+    assert run_cli(main, ["-f", str(tmp_path / "exp.yaml"), "--dry-run"]) == 0
+
+
 # ---- trained for real: one train.py run of every experiment, joined to the session's Ray --------
 
 SMALL = {"train_batch_size": 128, "minibatch_size": 64, "num_epochs": 1, "num_env_runners": 0}
@@ -133,7 +206,31 @@ EXPERIMENTS = {
     "shared-space": {"env": f"{EXAMPLES}.multi_agent.two_step_game.TwoStepGame"},
     # a required constructor parameter named by env_config
     "keywords": {"env": f"{EXAMPLES}.mock_env.MockEnv", "config": {"env_config": {"episode_length": 5}}},
+    # no episode ever ends (no time limit, no terminal state)
+    "never-ends": {"env": f"{EXAMPLES}.stateless_pendulum.StatelessPendulum"},
+    # gymnasium spaces written into env_config by the env's constructor
+    "spaces-in-env-config": {"env": f"{EXAMPLES}.random_env.RandomLargeObsSpaceEnvContActions"},
+    # RLlib's stateful module file (a module and its subclass), copied into models/
+    "model-file": {"env": "CartPole-v1", "config": {"model": {"custom_model": "lstm_containing_rlm"}}},
+    # a ModelV2 registered with ModelCatalog.register_custom_model by the env's module
+    "registered-model": {
+        "env": "registering_env.RegisteringEnv",
+        "config": {"model": {"custom_model": "my_model"}},
+    },
 }
+
+REGISTERING_ENV = """
+import gymnasium as gym
+from ray.rllib.examples._old_api_stack.models.shared_weights_model import TorchSharedWeightsModel
+from ray.rllib.models import ModelCatalog
+
+ModelCatalog.register_custom_model("my_model", TorchSharedWeightsModel)
+
+
+class RegisteringEnv(gym.Wrapper):
+    def __init__(self, config=None):
+        super().__init__(gym.make("CartPole-v1"))
+"""
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +238,8 @@ def parity_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
     from tests.helpers import train_experiments
 
     folder = tmp_path_factory.mktemp("parity")
+    _models(folder, "lstm_containing_rlm")
+    (folder / "registering_env.py").write_text(REGISTERING_ENV)
     experiments = {
         name: {
             "run": "PPO",
@@ -165,6 +264,43 @@ def test_rllib_examples_train_and_roll_out(parity_runs, name):
     assert f"done: {name}:" in out.stdout
     code, stdout = rollout_in_process(_checkpoint(results, name), "--episodes", "1")
     assert code == 0 and "1 episodes |" in stdout
+
+
+@pytest.mark.slow
+def test_training_that_sees_no_episode_end_says_so_and_names_horizon(parity_runs):
+    from envsdk.progress import NO_EPISODE_END
+
+    out, _ = parity_runs
+    (done,) = [ln for ln in out.stdout.splitlines() if ln.startswith("done: never-ends:")]
+    assert NO_EPISODE_END in done and "horizon" in done
+
+
+@pytest.mark.slow
+def test_rollout_ends_an_episode_that_never_ends_at_its_cap_and_says_why(parity_runs, tmp_path):
+    _, results = parity_runs
+    out = tmp_path / "never.npz"
+    code, stdout = rollout_in_process(
+        _checkpoint(results, "never-ends"), "--episodes", "1", "--max-episode-steps", "60", "--out", out
+    )
+    assert code == 0, stdout
+    assert "episode 1: return" in stdout and "length 60 [ended by the cap of 60 steps" in stdout
+    with np.load(out) as data:
+        assert data["ep0000/agent/rewards"].shape == (60,)
+
+
+def test_rollout_caps_only_envs_without_a_time_limit_of_their_own():
+    from envsdk.envs.time_limit import own_limit
+    from envsdk.evaluation.evaluator import DEFAULT_EPISODE_CAP, EnvCreator, EvalSpec
+
+    def creator(steps: int | None) -> EnvCreator:
+        return EnvCreator(EvalSpec(restored=None, max_episode_steps=steps), 0)  # type: ignore[arg-type]
+
+    assert creator(None).cap(gym.make("CartPole-v1")) is None  # its own 500
+    from ray.rllib.examples.envs.classes.simple_corridor import SimpleCorridor
+
+    assert creator(None).cap(SimpleCorridor({})) == DEFAULT_EPISODE_CAP
+    assert creator(25).cap(gym.make("CartPole-v1")) == 25
+    assert own_limit(gym.make("CartPole-v1")) == 500
 
 
 @pytest.mark.slow

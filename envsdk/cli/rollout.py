@@ -11,6 +11,7 @@ import argparse
 import itertools
 import math
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,12 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
     p.add_argument("--env-config", help="env_config entries to override, as YAML/JSON: '{size: 9}'")
     p.add_argument("--episodes", type=int, help="whole episodes to play (default 1)")
     p.add_argument("--steps", type=int, help="env steps to play in total (the last episode may be cut)")
+    p.add_argument(
+        "--max-episode-steps",
+        type=int,
+        help="end an episode after this many steps (default: the env's own time limit, else"
+        " 10,000: a greedy policy may never end an episode)",
+    )
     p.add_argument("--num-workers", type=int, default=0, help="parallel evaluation env runners")
     p.add_argument("--num-gpus", type=float, default=0.0, help="GPUs for the evaluation workers")
     p.add_argument(
@@ -107,7 +114,7 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
 def _check_args(args: argparse.Namespace) -> None:
     if args.episodes is not None and args.steps is not None:
         raise UserError("--episodes and --steps both given", "pass one: whole episodes, or a step budget")
-    for name in ("episodes", "steps", "num_workers"):
+    for name in ("episodes", "steps", "max_episode_steps", "num_workers"):
         value = getattr(args, name)
         if value is not None and value < (0 if name == "num_workers" else 1):
             flag = "--" + name.replace("_", "-")
@@ -145,11 +152,15 @@ def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, g
     from envsdk.evaluation.evaluator import Evaluator
 
     if workers == 0:
+        live = _LiveEpisode()
         counter = itertools.count(1)
-        evaluator = Evaluator(spec, 0, on_episode=lambda r: print_episode(next(counter), r))
+        evaluator = Evaluator(  # lambdas: RLlib deep-copies its config's callbacks, and their owners
+            spec, 0, on_episode=lambda r: live.ended(next(counter), r), on_step=lambda n, r: live.step(n, r)
+        )
         try:
             return evaluator.run(episodes, steps)
         finally:
+            live.line.finish()
             evaluator.close()
     import ray
 
@@ -173,6 +184,29 @@ def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, g
     return records
 
 
+class _LiveEpisode:
+    """A live line for the episode in progress (steps, return so far), so that a long episode is
+    not mistaken for a hang: rewritten on a terminal, every 10 s in a log."""
+
+    def __init__(self) -> None:
+        from envsdk.progress import ProgressLine
+
+        self.line = ProgressLine("rollout", {})
+        self.number = 1
+        self.shown = 0.0
+
+    def step(self, steps: int, ret: float) -> None:
+        now = time.monotonic()
+        if now - self.shown >= 0.5:
+            self.shown = now
+            self.line.show(f"episode {self.number}: {steps:,} steps so far, return {ret:.2f}")
+
+    def ended(self, number: int, record: Any) -> None:
+        self.line.finish()
+        print_episode(number, record)
+        self.number = number + 1
+
+
 def print_episode(number: int, record: Any) -> None:
     from envsdk.evaluation.evaluator import AGENT
 
@@ -183,6 +217,8 @@ def print_episode(number: int, record: Any) -> None:
         line += " " + ", ".join(f"{policy}: {GAME_WORDS[result]}" for policy, result in record.games.items())
     if not record.complete:
         line += " [cut by --steps]"
+    if record.capped:
+        line += f" [ended by the cap of {record.length:,} steps (--max-episode-steps): the env ended none]"
     print(line, flush=True)
 
 
@@ -300,6 +336,7 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
         num_workers=workers,
         num_gpus_per_worker=args.num_gpus / workers if workers else 0.0,
         opponent=opponent,
+        max_episode_steps=args.max_episode_steps,
     )
     episodes = None if args.steps else (args.episodes or 1)
     records = evaluate(spec, workers, episodes, args.steps, args.num_gpus)

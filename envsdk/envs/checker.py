@@ -42,7 +42,7 @@ def mismatch(value: Any, space: gym.Space) -> str | None:
         arr = np.asarray(value)
         if arr.shape != space.shape:
             return f"shape {arr.shape} but the space says {space.shape}"
-        if arr.dtype.kind not in "biuf":
+        if arr.dtype.kind not in "biuf" or not np.can_cast(arr.dtype, np.dtype(str(space.dtype))):
             return f"dtype {arr.dtype} but the space says {space.dtype}"
         return f"values outside [{space.low.min()}, {space.high.max()}]: {arr.min()}..{arr.max()}"
     if isinstance(space, gym.spaces.Dict) and isinstance(value, dict):

@@ -20,6 +20,7 @@ import gymnasium as gym
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from envsdk.envs.base import MASK_KEY, OBS_KEY
+from envsdk.envs.multi_agent_wrapper import MultiAgentWrapper
 from envsdk.errors import UserError
 
 
@@ -120,50 +121,25 @@ class SingleAgentLayout(gym.ObservationWrapper):
         return self.layout(observation)
 
 
-class MultiAgentLayout(MultiAgentEnv):
+class MultiAgentLayout(MultiAgentWrapper):
     """A multi-agent env whose agents' observations are laid out (:mod:`envsdk.envs.layout`)."""
 
     def __init__(self, env: MultiAgentEnv, layouts: dict[Any, _Layout]):
-        super().__init__()  # type: ignore[no-untyped-call]  # RLlib's MultiAgentEnv
-        self.env = env
+        super().__init__(env, {a: layout.space for a, layout in layouts.items()})
         self.layouts = layouts
-        self.possible_agents = list(env.possible_agents)
-        self.agents = list(env.agents)
-        self.observation_spaces = {
-            a: layouts[a].space if a in layouts else env.get_observation_space(a)
-            for a in self.possible_agents
-        }
-        self.action_spaces = {a: env.get_action_space(a) for a in self.possible_agents}
-        self.observation_space = gym.spaces.Dict({str(a): s for a, s in self.observation_spaces.items()})
-        self.action_space = gym.spaces.Dict({str(a): s for a, s in self.action_spaces.items()})
-        self.metadata = getattr(env, "metadata", {})
-        self.render_mode = getattr(env, "render_mode", None)
 
     def _obs(self, obs: dict) -> dict:
         return {a: self.layouts[a](o) if a in self.layouts else o for a, o in obs.items()}
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[dict, dict]:
-        obs, infos = self.env.reset(seed=seed, options=options)
-        self.agents = list(self.env.agents)
+        obs, infos = super().reset(seed=seed, options=options)
         return self._obs(obs), infos
 
     def step(  # type: ignore[override]  # RLlib's MultiAgentEnv.step clashes with gym.Env.step's types
         self, action_dict: dict
     ) -> tuple[dict, dict, dict, dict, dict]:
-        obs, rewards, terminateds, truncateds, infos = self.env.step(action_dict)
-        self.agents = list(self.env.agents)
+        obs, rewards, terminateds, truncateds, infos = super().step(action_dict)
         return self._obs(obs), rewards, terminateds, truncateds, infos
-
-    def render(self) -> Any:
-        return self.env.render()
-
-    def close(self) -> None:
-        self.env.close()
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name == "env":
-            raise AttributeError(name)
-        return getattr(self.env, name)
 
 
 def lay_out(env: Any, drop: tuple[str, ...]) -> Any:

@@ -2,8 +2,17 @@
 
 Search path, first match wins: a ``models/`` folder next to the YAML file,
 the folders in ``$ENVSDK_MODEL_PATH`` (``:``-separated), then this project's
-``models/``.  A plugin file holds one model class (or several, one of them
-named ``CustomModel`` as in the Ray 1.x tutorials):
+``models/``.  ``custom_model`` may also name
+
+* ``file.ClassName``: one class of a file that holds several;
+* a name registered with ``ModelCatalog.register_custom_model`` by a module the experiment
+  imports (the env's module, as Ray 1.x's docs wire a ModelV2);
+* a class by its import path (``ray.rllib.examples.rl_modules.classes.vpg_torch_rlm.VPGTorchRLModule``).
+
+A file's model class is its one torch model class, or among several, the one named
+``CustomModel`` (the Ray 1.x tutorials), else the one subclass of the others (RLlib's files
+define a base class and its torch subclass); more than one is refused, listing the
+``file.ClassName`` choices.  The class is
 
 * a torch ``ModelV2`` -> RLlib's old API stack is selected for the
   experiment and ``custom_model_config`` entries become keyword arguments of
@@ -29,6 +38,7 @@ from ray.rllib.core.rl_module.rl_module import RLModule
 from ray.rllib.models.tf.tf_modelv2 import TFModelV2
 from ray.rllib.models.torch.torch_modelv2 import TorchModelV2
 
+from envsdk import internals
 from envsdk.envs.imports import pickle_by_value
 from envsdk.errors import UserError, did_you_mean
 
@@ -96,14 +106,57 @@ def _tf_model(name: str, found: Path, why: str) -> UserError:
 
 
 def load_model(name: str, paths: list[Path]) -> ModelPlugin:
-    """Import ``<name>.py`` from the search path and pick its model class."""
-    found = next((p / f"{name}.py" for p in paths if (p / f"{name}.py").is_file()), None)
+    """The model class ``custom_model: name`` means (see the module's docstring for the forms)."""
+    found = _model_file(name, paths)
+    if found is not None:
+        return _from_file(name, found, None)
+    registered = internals.registered_model(name)
+    if registered is not None:
+        return ModelPlugin(name, registered, Path(inspect.getfile(registered)))
+    stem, _, class_name = name.rpartition(".")
+    if stem:
+        found = _model_file(stem, paths)
+        if found is not None:
+            return _from_file(stem, found, class_name)
+        imported = _imported_class(stem, class_name)
+        if imported is not None:
+            return ModelPlugin(name, imported, Path(inspect.getfile(imported)))
     names = available(paths)
-    if found is None:
+    raise UserError(
+        f"custom_model '{name}': no {name}.py in {', '.join(str(p) for p in paths)}, no model registered"
+        " with ModelCatalog.register_custom_model under that name, and no class at that import path",
+        did_you_mean(name, names) or f"available models: {', '.join(names) or 'none'}",
+    )
+
+
+def _model_file(name: str, paths: list[Path]) -> Path | None:
+    if not name.isidentifier():
+        return None
+    return next((p / f"{name}.py" for p in paths if (p / f"{name}.py").is_file()), None)
+
+
+def _imported_class(module: str, class_name: str) -> type | None:
+    """``module.class_name`` if the module imports and holds a torch model class of that name."""
+    try:
+        target = getattr(importlib.import_module(module), class_name, None)
+    except ImportError:
+        return None
+    except Exception as err:
         raise UserError(
-            f"custom_model '{name}': no {name}.py in {', '.join(str(p) for p in paths)}",
-            did_you_mean(name, names) or f"available models: {', '.join(names) or 'none'}",
+            f"custom_model: module {module} failed to import: {type(err).__name__}: {err}",
+            "fix the error in the module (run with --debug for the traceback)",
+        ) from err
+    if not inspect.isclass(target):
+        return None
+    if not issubclass(target, TorchModelV2 | RLModule):
+        raise UserError(
+            f"custom_model '{module}.{class_name}' is not a model class (a {target.__mro__[1].__name__})",
+            "name a TorchModelV2 (old API) or RLModule (new API) subclass",
         )
+    return target
+
+
+def _import_file(name: str, found: Path) -> tuple[Any, str]:
     module_name = f"envsdk_models_{name}"
     spec = importlib.util.spec_from_file_location(module_name, found)
     assert spec is not None and spec.loader is not None, found  # a .py file always has both
@@ -120,25 +173,44 @@ def load_model(name: str, paths: list[Path]) -> ModelPlugin:
             "fix the error in the model file (run with --debug for the traceback)",
         ) from err
     pickle_by_value(module)
-    classes = [
-        c
-        for c in _classes_of(module, module_name)
-        if issubclass(c, TorchModelV2 | RLModule) and not inspect.isabstract(c)
-    ]
-    tf_models = [c for c in _classes_of(module, module_name) if issubclass(c, TFModelV2)]
+    return module, module_name
+
+
+def _from_file(name: str, found: Path, class_name: str | None) -> ModelPlugin:
+    """Import ``found`` and pick its model class (``class_name``, or the one :func:`_pick` finds)."""
+    module, module_name = _import_file(name, found)
+    defined = _classes_of(module, module_name)
+    classes = [c for c in defined if issubclass(c, TorchModelV2 | RLModule) and not inspect.isabstract(c)]
+    if class_name is not None:
+        chosen = [c for c in classes if c.__name__ == class_name]
+        if not chosen:
+            raise UserError(
+                f"custom_model '{name}.{class_name}': {found} has no model class {class_name}",
+                did_you_mean(class_name, [c.__name__ for c in classes])
+                or f"its model classes: {', '.join(c.__name__ for c in classes) or 'none'}",
+            )
+        return ModelPlugin(name, chosen[0], found)
+    tf_models = [c for c in defined if issubclass(c, TFModelV2)]
     if tf_models and not classes:
         raise _tf_model(name, found, f"{tf_models[0].__name__} is a TFModelV2")
-    if len(classes) > 1:
-        classes = [c for c in classes if c.__name__ == "CustomModel"] or classes
     if not classes:
-        others = [c.__name__ for c in _classes_of(module, module_name)]
         raise UserError(
-            f"{found} defines no model class (found: {', '.join(others) or 'no classes'})",
+            f"{found} defines no model class (found: {', '.join(c.__name__ for c in defined) or 'none'})",
             "subclass ray.rllib TorchModelV2 (old API) or TorchRLModule (new API)",
         )
-    if len(classes) > 1:
+    picked = _pick(classes)
+    if len(picked) > 1:
         raise UserError(
-            f"{found} defines several model classes: {', '.join(c.__name__ for c in classes)}",
-            "keep one model per file, or name the one to use CustomModel",
+            f"{found} defines several model classes: {', '.join(c.__name__ for c in picked)}",
+            f"name one: custom_model: {' or '.join(f'{name}.{c.__name__}' for c in picked)}",
         )
-    return ModelPlugin(name, classes[0], found)
+    return ModelPlugin(name, picked[0], found)
+
+
+def _pick(classes: list[type]) -> list[type]:
+    """The classes a file's name alone may mean: ``CustomModel`` if there is one, else those that no
+    other class subclasses (RLlib's base class and its torch subclass: the subclass)."""
+    named = [c for c in classes if c.__name__ == "CustomModel"]
+    if named:
+        return named
+    return [c for c in classes if not any(o is not c and issubclass(o, c) for o in classes)]

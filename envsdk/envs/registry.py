@@ -38,7 +38,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from envsdk.envs import atari, layout
+from envsdk.envs import atari, layout, time_limit
 from envsdk.envs.atari import AtariSettings
 from envsdk.envs.compat import LegacyGymAdapter, needs_adapter, share_spaces
 from envsdk.envs.imports import import_module, import_ref, imported_with, is_user_module, split_ref
@@ -101,8 +101,8 @@ class EnvFactory:
         share_spaces(env)
         if self.atari is not None:
             env = atari.wrap(env, self.atari)
-        if self.max_episode_steps and isinstance(env, gym.Env):
-            env = gym.wrappers.TimeLimit(env, self.max_episode_steps)
+        if self.max_episode_steps:
+            env = time_limit.limit(env, self.max_episode_steps)
         return layout.lay_out(env, self.drop_keys)
 
 

@@ -24,6 +24,7 @@ from typing import Any, cast
 import numpy as np
 import tree
 
+from envsdk.envs.time_limit import limit, own_limit
 from envsdk.evaluation.opponents import LATEST_WEIGHTS, Opponent, self_play_policies
 from envsdk.evaluation.opponents import apply as apply_opponent
 from envsdk.evaluation.recording import HUMAN, RENDER, Recorder, Window, enable_rgb_render, wrap
@@ -32,6 +33,9 @@ from envsdk.training.observation_filter import RAW_OBSERVATIONS, freeze_observat
 from envsdk.training.self_play import episode_games
 
 AGENT = "agent"  # the one agent's id in single-agent records
+# Steps after which rollout.py ends an episode of an env that has no time limit of its own (a greedy
+# policy may never end one): reached in seconds on a fast env, with a live line on a slow one.
+DEFAULT_EPISODE_CAP = 10_000
 
 
 @dataclass
@@ -58,6 +62,7 @@ class EpisodeRecord:
     length: int  # env steps
     complete: bool
     video: Path | None = None
+    capped: bool = False  # ended by rollout.py's cap (--max-episode-steps), not by the env
     games: dict[str, float] = field(default_factory=dict)  # self-play: policy -> 1 win, 0.5 draw, 0 loss
 
     @property
@@ -78,6 +83,7 @@ class EvalSpec:
     num_workers: int = 0
     num_gpus_per_worker: float = 0.0
     opponent: Opponent | None = None  # self-play checkpoints: whom the other teams play (default latest)
+    max_episode_steps: int | None = None  # --max-episode-steps; None: the env's own limit, else the default
 
 
 def _batch(items: list[Any]) -> Any:
@@ -93,6 +99,7 @@ class EnvCreator:
     def __init__(self, spec: EvalSpec, worker: int):
         self.spec = spec
         self.worker = worker
+        self.cap_steps: int | None = None  # the cap on the envs built (see cap)
 
     def make_plain(self, env_config: dict[str, Any], render_mode: str | None) -> Any:
         resolved = self.spec.restored.env
@@ -108,15 +115,27 @@ class EnvCreator:
             env.unwrapped.render_mode = HUMAN
         return env
 
+    def cap(self, env: Any) -> int | None:
+        """The steps after which rollout.py cuts ``env``'s episodes: ``--max-episode-steps``,
+        else none where the env has a time limit of its own, else :data:`DEFAULT_EPISODE_CAP`."""
+        if self.spec.max_episode_steps:
+            return self.spec.max_episode_steps
+        return None if own_limit(env) else DEFAULT_EPISODE_CAP
+
+    def make_capped(self, env_config: dict[str, Any], render_mode: str | None) -> Any:
+        env = self.make_plain(env_config, render_mode)
+        self.cap_steps = steps = self.cap(env)
+        return limit(env, steps) if steps else env
+
     def __call__(self, env_config: Any = None) -> Any:
         spec = self.spec
         config = dict(env_config or {})
         if spec.render:
-            return wrap(self.make_plain(config, HUMAN), Window())
+            return wrap(self.make_capped(config, HUMAN), Window())
         if spec.video_dir is None or spec.frames is None:
-            return self.make_plain(config, None)
+            return self.make_capped(config, None)
         source, path = spec.frames
-        env = self.make_plain(config, "rgb_array" if source == RENDER else None)
+        env = self.make_capped(config, "rgb_array" if source == RENDER else None)
         fps = float((getattr(env, "metadata", None) or {}).get("render_fps") or 30)
         recorder = Recorder(spec.video_dir, f"w{self.worker:03d}", source, path, fps)
         return wrap(env, recorder)
@@ -126,11 +145,16 @@ class Evaluator:
     """One evaluation worker (in-process, or a Ray actor for --num-workers)."""
 
     def __init__(
-        self, spec: EvalSpec, worker: int = 0, on_episode: Callable[[EpisodeRecord], None] | None = None
+        self,
+        spec: EvalSpec,
+        worker: int = 0,
+        on_episode: Callable[[EpisodeRecord], None] | None = None,
+        on_step: Callable[[int, float], None] | None = None,
     ):
         self.spec = spec
         self.worker = worker
         self.report = on_episode or (lambda record: None)
+        self.on_step = on_step or (lambda steps, ret: None)  # the episode so far: its steps and return
         self.creator = EnvCreator(spec, worker)
         self._runner: Any = None
         self._loop: _PolicyLoop | None = None
@@ -160,7 +184,7 @@ class Evaluator:
         freeze_observation_filter(config)
         # Announce each episode as it ends (one sample() call keeps the seeding of
         # a single run: repeated calls would re-seed every episode identically).
-        config.callbacks(on_episode_end=self._episode_ended)
+        config.callbacks(on_episode_end=self._episode_ended, on_episode_step=self._episode_step)
         cls = config.env_runner_cls
         if cls is None or issubclass(cls, BatchedEnvRunner):  # RLlib's loop reports each episode as it ends
             cls = MultiAgentEnvRunner if restored.multi_agent else SingleAgentEnvRunner
@@ -189,7 +213,10 @@ class Evaluator:
         ends; an episode cut short by ``steps`` is reported at the end.
         """
         if self._loop is not None:
-            records = self._loop.run(episodes, steps, self.report)
+            records = [
+                self._mark_cap(record, truncated)
+                for record, truncated in self._loop.run(episodes, steps, self.report, self.on_step)
+            ]
         elif episodes:
             records = self._convert(self._runner.sample(num_episodes=episodes, explore=self.spec.explore))
         else:
@@ -221,8 +248,20 @@ class Evaluator:
         if self.spec.restored.multi_agent:
             agents = {str(aid): self._trace(e) for aid, e in episode.agent_episodes.items()}
             games = episode_games(episode) if episode.is_done else {}
-            return EpisodeRecord(agents, int(episode.env_steps()), bool(episode.is_done), games=games)
-        return EpisodeRecord({AGENT: self._trace(episode)}, len(episode), bool(episode.is_done))
+            record = EpisodeRecord(agents, int(episode.env_steps()), bool(episode.is_done), games=games)
+        else:
+            record = EpisodeRecord({AGENT: self._trace(episode)}, len(episode), bool(episode.is_done))
+        return self._mark_cap(record, bool(episode.is_truncated))
+
+    def _mark_cap(self, record: EpisodeRecord, truncated: bool) -> EpisodeRecord:
+        """Whether our cap, not the env, ended the episode (truncated at exactly the cap)."""
+        cap = self.creator.cap_steps
+        record.capped = bool(truncated and cap and record.length == cap)
+        return record
+
+    def _episode_step(self, *, episode: Any, **_: Any) -> None:
+        steps = episode.env_steps() if self.spec.restored.multi_agent else len(episode)
+        self.on_step(int(steps), float(episode.get_return()))
 
     def _episode_ended(self, *, episode: Any, **_: Any) -> None:
         record = self._record(episode)
@@ -331,18 +370,25 @@ class _PolicyLoop:
         return action
 
     def run(
-        self, episodes: int | None, steps: int | None, report: Callable[[EpisodeRecord], None]
-    ) -> list[EpisodeRecord]:
-        records: list[EpisodeRecord] = []
+        self,
+        episodes: int | None,
+        steps: int | None,
+        report: Callable[[EpisodeRecord], None],
+        on_step: Callable[[int, float], None],
+    ) -> list[tuple[EpisodeRecord, bool]]:
+        """The episodes played, each with whether the env truncated it."""
+        records: list[tuple[EpisodeRecord, bool]] = []
         total = 0
         while (episodes and len(records) < episodes) or (steps and total < steps):
-            record = self._episode(None if steps is None else steps - total)
+            record, truncated = self._episode(None if steps is None else steps - total, on_step)
             total += record.length
-            records.append(record)
+            records.append((record, truncated))
             report(record)
         return records
 
-    def _episode(self, budget: int | None) -> EpisodeRecord:
+    def _episode(
+        self, budget: int | None, on_step: Callable[[int, float], None]
+    ) -> tuple[EpisodeRecord, bool]:
         seed, self.seed = self.seed, None if self.seed is None else self.seed + 1
         obs, infos = self.env.reset(seed=seed)
         if not self.multi:
@@ -352,17 +398,22 @@ class _PolicyLoop:
             traces.setdefault(aid, _TraceBuilder()).obs.append(o)
             traces[aid].infos.append(infos.get(aid, {}))
         rnn: dict[str, list] = {}
-        length, done = 0, False
+        length, done, truncated, ret = 0, False, False, 0.0
         while not done and (budget is None or length < budget):
             actions = {aid: self._act(aid, o, rnn) for aid, o in obs.items()}
             if self.multi:
                 obs, rewards, terms, truncs, infos = self.env.step(actions)
-                done = bool(terms.get("__all__") or truncs.get("__all__"))
+                done, truncated = (
+                    bool(terms.get("__all__") or truncs.get("__all__")),
+                    bool(truncs.get("__all__")),
+                )
             else:
                 step = self.env.step(actions[AGENT])
                 obs, rewards, terms, truncs, infos = ({AGENT: value} for value in step)
-                done = bool(terms[AGENT] or truncs[AGENT])
+                done, truncated = bool(terms[AGENT] or truncs[AGENT]), bool(truncs[AGENT])
             length += 1
+            ret += float(sum(rewards.values()))
+            on_step(length, ret)
             for aid, action in actions.items():
                 traces[aid].actions.append(action)
                 traces[aid].rewards.append(float(rewards.get(aid, 0.0)))
@@ -372,7 +423,7 @@ class _PolicyLoop:
                 trace.infos.append(infos.get(aid, {}))
                 trace.terminated = bool(terms.get(aid, False))
                 trace.truncated = bool(truncs.get(aid, False))
-        return EpisodeRecord({aid: t.build() for aid, t in traces.items()}, length, done)
+        return EpisodeRecord({aid: t.build() for aid, t in traces.items()}, length, done), truncated
 
     def close(self) -> None:
         self.env.close()

@@ -34,7 +34,8 @@ FORMAT = 1
 
 
 def info_json(info: Any) -> str:
-    """An info dict as JSON (numpy values as lists/numbers, anything else as its repr)."""
+    """An info dict (or the run's meta: an env_config may hold gymnasium spaces) as JSON: numpy
+    values as lists/numbers, anything else as its repr."""
 
     def default(value: Any) -> Any:
         if isinstance(value, np.ndarray):
@@ -70,7 +71,7 @@ def _flags(trace: Trace, length: int, cut: bool) -> tuple[np.ndarray, np.ndarray
 
 
 def arrays(records: list[EpisodeRecord], meta: dict[str, Any], save_info: bool) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {"meta": np.asarray(json.dumps({**meta, "format": FORMAT}))}
+    out: dict[str, np.ndarray] = {"meta": np.asarray(info_json({**meta, "format": FORMAT}))}
     for e, record in enumerate(records):
         ep = f"ep{e:04d}"
         out[f"{ep}/length"] = np.asarray(record.length)

@@ -116,7 +116,6 @@ def load(
         env_ref, base_config = config.get("env"), dict(config.get("env_config") or {})
         worker_state = state.get("worker", {})
         multi_agent = worker_state.get("policy_ids", ["default_policy"]) != ["default_policy"]
-        _register_old_stack_model(config, search[0])
 
     algorithm = algo_class.__name__
     if run and run.upper() != algorithm.upper():
@@ -140,6 +139,8 @@ def load(
     resolved = resolve_env(env_ref if isinstance(env_ref, str) else None, search)
     if wrapped:  # the wrappers that config keys asked for in training
         resolved = resolved.wrapped(EnvWrappers.from_dict(wrapped))
+    if not new_stack:  # after the env's module, which may register the model by its name
+        _register_old_stack_model(config, search[0])
     return Restored(
         checkpoint=checkpoint,
         algorithm=algorithm,

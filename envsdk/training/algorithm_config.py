@@ -466,9 +466,10 @@ def _model_settings(
             return ModelSettings({**model, "custom_model": plugin.name, "custom_model_config": options})
         for path in [p for p in search if p[:2] == ("model", "custom_model_config") and len(p) > 2]:
             search[("model_config", *path[2:])] = search.pop(path)  # the plugin's options are model_config
+        # RLlib's learner connectors read max_seq_len for a stateful module, with no default there
         return ModelSettings(
             module_spec=RLModuleSpec(module_class=plugin.cls),
-            model_config={**model_config, **options},
+            model_config={"max_seq_len": DefaultModelConfig.max_seq_len, **model_config, **options},
             plugin=f"custom RLModule {plugin.name} ({plugin.path})",
         )
     translated, origin = legacy.translate_model_options(given_model, where)

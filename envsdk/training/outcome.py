@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envsdk.progress import HEALTH, STEPS, fmt_duration, health_note, lookup, mean_return
+from envsdk.progress import HEALTH, STEPS, fmt_duration, health_note, lookup, mean_return, return_text
 
 TRAINED = "learners/__all_modules__/num_env_steps_trained_lifetime"
 
@@ -63,9 +63,9 @@ class Outcome:
 
 
 def print_summary(out: Outcome, resume_command: str | None = None) -> None:
-    ret = f"{out.best_return:.1f}" if out.best_return is not None else "-"
     state = f"stopped by {out.interrupted}" if out.interrupted else "failed" if out.errors else "done"
-    print(f"{state}: {out.name}: return {ret} after {out.steps:,} env steps ({fmt_duration(out.seconds)})")
+    ret = return_text(out.best_return, out.steps)
+    print(f"{state}: {out.name}: {ret} after {out.steps:,} env steps ({fmt_duration(out.seconds)})")
     if out.interrupted and resume_command:
         print(f"  resume with:     {resume_command}")
     if out.best_checkpoint:

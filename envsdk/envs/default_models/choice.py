@@ -237,6 +237,13 @@ def check_modules(
             if one.catalog_class is not None:
                 one.catalog_class(one.observation_space, one.action_space, one.model_config or {})
         built = spec.build()
+    except KeyError as err:
+        if not custom:
+            raise
+        raise UserError(
+            f"model {custom} reads the setting {err} from its model_config, which has none",
+            f"add it to the YAML's model: custom_model_config: {{{err.args[0]}: ...}}",
+        ) from err
     except (SpaceError, ValueError, TypeError, AssertionError, NotImplementedError) as err:
         raise UserError(
             f"the {'model ' + custom if custom else 'default model'} cannot be built for this env: "
@@ -252,7 +259,8 @@ def check_modules(
         batch: dict[str, Any] = {Columns.OBS: _batch(obs)}
         if module.is_stateful():  # a batch of one sequence of one step, from the initial state
             batch[Columns.OBS] = tree.map_structure(lambda x: x[:, None], batch[Columns.OBS])
-            batch[Columns.STATE_IN] = tree.map_structure(lambda s: s[None], module.get_initial_state())
+            state = convert_to_torch_tensor(module.get_initial_state())  # some modules give numpy arrays
+            batch[Columns.STATE_IN] = tree.map_structure(lambda s: s[None], state)
         try:
             with torch.no_grad():
                 out = module.forward_inference(batch)
