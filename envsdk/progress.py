@@ -116,9 +116,14 @@ def health_note(result: dict[str, Any]) -> str | None:
         return None
     empty = health.get("empty_iterations", 0)
     nothing = f"SAMPLED NOTHING ({empty} iteration(s) in a row)" if empty else ""
-    if not health["restarts"] and health["healthy"] == health["env_runners"]:
+    envs = health.get("env_restarts", 0)
+    if not health["restarts"] and not envs and health["healthy"] == health["env_runners"]:
         return nothing or None
+    recreated = f"{envs} envs recreated after an error" if envs else ""
+    if not health["env_runners"]:  # the local env runner: only its envs can be recreated
+        return recreated or nothing or None
     note = f"env runners: {health['restarts']} restarts, {health['healthy']}/{health['env_runners']} healthy"
+    note += f", {recreated}" if recreated else ""
     return f"{nothing}; {note}" if nothing else note
 
 

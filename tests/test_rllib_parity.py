@@ -176,22 +176,35 @@ def test_a_name_registered_with_rllibs_model_catalog_is_honoured(tmp_path):
     assert plugin.cls is model_class and plugin.is_modelv2
 
 
-def test_a_setting_the_module_reads_and_nobody_set_is_one_error_line(tmp_path, capsys):
+def test_a_module_without_the_value_function_its_algorithm_learns_from_is_refused(tmp_path, capsys):
     import yaml
 
     from envsdk.cli.train import main
     from envsdk.errors import run_cli
 
-    _models(tmp_path, "vpg_torch_rlm")
-    exp = {"run": "PPO", "env": "CartPole-v1", "config": {"num_env_runners": 0}}
-    exp["config"]["model"] = {"custom_model": "vpg_torch_rlm"}
+    _models(tmp_path, "vpg_torch_rlm")  # RLlib's VPG module: no value function (PPO fails at its update)
+    exp = {"run": "PPO", "env": "CartPole-v1", "config": {"model": {"custom_model": "vpg_torch_rlm"}}}
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump({"vpg": exp}))
     assert run_cli(main, ["-f", str(tmp_path / "exp.yaml"), "--dry-run"]) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if not ln.startswith("notice:")]
-    assert "reads the setting 'hidden_dim'" in err[0] and "custom_model_config: {hidden_dim: ...}" in err[1]
-    exp["config"]["model"]["custom_model_config"] = {"hidden_dim": 16}
-    (tmp_path / "exp.yaml").write_text(yaml.safe_dump({"vpg": exp}))
-    assert run_cli(main, ["-f", str(tmp_path / "exp.yaml"), "--dry-run"]) == 0
+    assert "has no value function, which PPO learns from" in err[0] and "ValueFunctionAPI" in err[1]
+
+
+def test_a_key_the_module_reads_and_nobody_set_is_one_error_line(tmp_path):
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.core.rl_module.rl_module import RLModuleSpec
+
+    from envsdk.envs.default_models.choice import check_modules
+    from envsdk.envs.plugins import load_model
+
+    plugin = load_model("vpg_torch_rlm", _models(tmp_path, "vpg_torch_rlm"))
+    env = gym.make("CartPole-v1")
+    config = PPOConfig().environment(observation_space=env.observation_space, action_space=env.action_space)
+    config.rl_module(rl_module_spec=RLModuleSpec(module_class=plugin.cls))
+    with pytest.raises(UserError) as caught:
+        check_modules(config, env, {"agent": env.reset(seed=0)[0]}, {}, "vpg_torch_rlm")
+    assert "reads the setting 'hidden_dim'" in str(caught.value)
+    assert "custom_model_config: {hidden_dim: ...}" in caught.value.hint
 
 
 # ---- trained for real: one train.py run of every experiment, joined to the session's Ray --------
@@ -308,3 +321,144 @@ def test_a_conversion_is_one_notice_naming_the_env_and_the_dtypes(parity_runs):
     out, _ = parity_runs
     notes = [ln for ln in out.stderr.splitlines() if "CorrelatedActionsEnv" in ln and "converted" in ln]
     assert len(notes) == 1 and "float64, converted to the space's float32" in notes[0], notes
+
+
+class _FailsFirst(gym.Env):
+    """Its first instance raises in its first step (a flaky simulator); it reads the EnvContext's
+    worker_index as RLlib's CartPoleCrashing does."""
+
+    built = 0
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, config):
+        type(self).built += 1
+        self.first = type(self).built == 1
+        self.worker = config.worker_index
+
+    def reset(self, *, seed=None, options=None):
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action):
+        if self.first:
+            raise RuntimeError("simulator lost")
+        return np.zeros(2, np.float32), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("tries", [1, 3])
+def test_the_start_up_check_builds_a_failing_env_again_where_restarts_are_asked_for(tries, capsys):
+    from envsdk.envs.checker import preflight
+    from envsdk.envs.registry import ResolvedEnv
+
+    _FailsFirst.built = 0
+    resolved = ResolvedEnv("fails-first", EnvFactory(_FailsFirst, "fails-first"), "class")
+    if tries == 1:
+        with pytest.raises(UserError, match="failed in step"), preflight(resolved, {}, tries=tries):
+            pass
+        return
+    with preflight(resolved, {}, tries=tries) as (env, _):
+        assert env.unwrapped.worker == 0 and _FailsFirst.built == 2
+    assert "building it again, as the restart settings ask" in capsys.readouterr().err
+
+
+# ---- a crashing env: RLlib's restarts on our sampler and RLlib's, and one line without them ------
+
+CRASH_LOGGING_ENV = """
+from pathlib import Path
+
+from ray.rllib.examples.envs.classes.cartpole_crashing import CartPoleCrashing
+from ray.rllib.utils.error import EnvError
+
+
+class LoggedCrashes(CartPoleCrashing):
+    # RLlib's CartPoleCrashing, with each crash also written to a file the test counts.
+    def step(self, action):
+        try:
+            return super().step(action)
+        except EnvError:
+            with Path(self.config["crash_log"]).open("a") as log:
+                log.write("crash\\n")
+            raise
+"""
+CRASHING = f"{EXAMPLES}.cartpole_crashing.CartPoleCrashing"
+
+
+@pytest.fixture(scope="module")
+def crash_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
+    from tests.helpers import train_experiments
+
+    folder = tmp_path_factory.mktemp("crashes")
+    (folder / "crash_env.py").write_text(CRASH_LOGGING_ENV)
+    remote = {
+        "num_env_runners": 2,
+        "restart_failed_env_runners": True,
+        "delay_between_env_runner_restarts_s": 1,
+    }
+    local = {"num_env_runners": 0, "restart_failed_sub_environments": True}
+    experiments = {
+        name: {
+            "run": "PPO",
+            "env": "crash_env.LoggedCrashes",
+            "stop": {"num_env_steps_sampled_lifetime": 400, "training_iteration": 20},
+            "config": {
+                **SMALL,
+                **runners,
+                **({"sampler": "rllib"} if sampler == "rllib" else {}),
+                "env_config": {"p_crash": 0.015, "crash_log": str(folder / f"{name}.log")},
+            },
+        }
+        for name, runners, sampler in [
+            ("remote-batched", remote, "batched"),
+            ("remote-rllib", remote, "rllib"),
+            ("local-batched", local, "batched"),
+        ]
+    }
+    out, _ = train_experiments(folder, experiments, ray_address)
+    return out, folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["remote-batched", "remote-rllib", "local-batched"])
+def test_a_crashing_env_with_restarts_trains_on_and_its_restarts_are_counted(crash_runs, name):
+    import re
+
+    out, folder = crash_runs
+    block = out.stdout[out.stdout.index(f"done: {name}:") :].split("\n  results:")[0]
+    assert re.match(rf"done: {name}: return [\d.]+ after ([4-9]\d\d|[\d,]{{5,}}) env steps", block), block
+    crashes = (
+        len((folder / f"{name}.log").read_text().splitlines()) if (folder / f"{name}.log").exists() else 0
+    )
+    assert crashes >= 1, "p_crash 0.015 over 400 steps: a crash is all but certain"
+    counted = re.search(r"(\d+) restarts" if name.startswith("remote") else r"(\d+) envs recreated", block)
+    assert counted and int(counted.group(1)) == crashes, (block, crashes)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("env", "runners", "raised"),
+    [
+        (CRASHING, 1, "raised EnvError: Simulated env crash"),  # a remote runner, no restarts
+        (
+            f"{EXAMPLES}.ten_step_error_env.TenStepErrorEnv",
+            0,
+            "raised Exception: Test error in step() at step",
+        ),
+        (f"{EXAMPLES}.look_and_push.LookAndPush", 0, "returns (obs, reward, terminated, truncated, info))"),
+    ],
+    ids=["crash-remote", "raises", "wrong-arity"],
+)
+def test_an_env_that_raises_ends_the_run_with_one_line_naming_it(ray_address, tmp_path, env, runners, raised):
+    import yaml
+
+    from tests.helpers import run_train
+
+    config = {**SMALL, "num_env_runners": runners, "env_config": {"p_crash": 0.05}}
+    exp = {"run": "PPO", "env": env, "stop": {"training_iteration": 3}, "config": config}
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump({"faulty": exp}))
+    out = run_train(["-f", "exp.yaml", "--ray-address", ray_address, "--local-dir", "results"], cwd=tmp_path)
+    assert out.returncode != 0
+    (line,) = [ln for ln in out.stdout.splitlines() if ln.startswith("  trial failed:")]
+    name = env.rsplit(".", 1)[1]
+    runner = "env runner 1" if runners else "the local env runner"
+    assert f"EnvRaised: env '{env}' ({runner})" in line and raised in line, line
+    assert "restart_failed_sub_environments" in line and "Traceback" not in out.stdout, (name, line)

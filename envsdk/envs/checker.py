@@ -151,52 +151,47 @@ def _agent_spaces(env: Any, obs: Any) -> dict[str, tuple[gym.Space, gym.Space]]:
 
 
 @contextlib.contextmanager
-def preflight(resolved: ResolvedEnv, env_config: dict, bounds: str = "warn") -> Iterator[tuple[Any, EnvInfo]]:
+def preflight(
+    resolved: ResolvedEnv, env_config: dict, bounds: str = "warn", tries: int = 1
+) -> Iterator[tuple[Any, EnvInfo]]:
     """Build the env once, reset and step it; yields (env, info) and closes the env after.
 
     A mismatch between what the env returns and its spaces that RLlib could not train on either,
     or an error in its constructor, reset or step, is a UserError; what RLlib converts (another
     dtype, lists for arrays) or lets pass (``bounds``: ``env_checks.observation_bounds``) is a
-    notice.  The env stays open in the ``with`` block so the caller can build the policy
-    networks against it.
+    notice.  ``tries`` > 1 (a run that asks RLlib to recreate failing envs or runners): an env
+    that raises in its first reset or step is built again, that many times in all, as RLlib
+    would recreate it.  The env is built as RLlib builds it, with an ``EnvContext`` (worker 0).
+    The env stays open in the ``with`` block so the caller can build the policy networks on it.
     """
-    try:
-        env = resolved.make(env_config)
-    except Exception as err:
-        raise_if_user_error(err)
-        raise UserError(
-            f"env '{resolved.name}' failed to start: {type(err).__name__}: {err}",
-            "check env_config; run `python -m envsdk check ENV --debug` for the traceback",
-        ) from err
-    try:
-        stage = "reset()"
+    from ray.rllib.env.env_context import EnvContext
+
+    for attempt in range(1, tries + 1):
         try:
-            obs, _ = env.reset(seed=0)
-            verdict = check_values(env, obs, stage, bounds)
-            first = verdict.conformed if isinstance(env, MultiAgentEnv) else {AGENT: verdict.conformed}
-            if not verdict.problems:
-                stage = "step()"
-                after, *_ = env.step(_sample_action(env, verdict.conformed))
-                stepped = check_values(env, after, stage, bounds)
-                verdict.problems += stepped.problems
-                verdict.notes += stepped.notes
-            stage = "its policy_specs()"
-            multi = isinstance(env, MultiAgentEnv)
-            policies = hooks(env).policy_specs() if multi else None
-            info = EnvInfo(
-                multi_agent=multi,
-                agent_spaces=_agent_spaces(env, obs),
-                first_obs=first,
-                policies=policies,
-                policy_mapping_fn=getattr(env, "policy_mapping_fn", None) if policies is not None else None,
-            )
-        except UserError:
-            raise
+            env = resolved.make(EnvContext(env_config, worker_index=0, num_workers=0))
         except Exception as err:
+            raise_if_user_error(err)
             raise UserError(
-                f"env '{resolved.name}' failed in {stage}: {type(err).__name__}: {err}",
-                "fix the env; run `python -m envsdk check ENV --debug` for the traceback",
+                f"env '{resolved.name}' failed to start: {type(err).__name__}: {err}",
+                "check env_config; run `python -m envsdk check ENV --debug` for the traceback",
             ) from err
+        try:
+            info, verdict = _first_steps(env, bounds)
+        except UserError:
+            env.close()
+            raise
+        except _StageFailed as failed:
+            env.close()
+            error = failed.error
+            what = f"env '{resolved.name}' failed in {failed.stage}: {type(error).__name__}: {error}"
+            if attempt < tries:
+                notice(f"{what}; building it again, as the restart settings ask")
+                continue
+            raise UserError(
+                what, "fix the env; run `python -m envsdk check ENV --debug` for the traceback"
+            ) from (failed.error)
+        break
+    try:
         if verdict.problems:
             raise UserError(
                 f"env '{resolved.name}': {verdict.problems[0]}",
@@ -207,6 +202,46 @@ def preflight(resolved: ResolvedEnv, env_config: dict, bounds: str = "warn") -> 
         yield env, info
     finally:
         env.close()
+
+
+class _StageFailed(Exception):
+    """The env's own error in one stage of the start-up check (``stage``: ``reset()``, ...)."""
+
+    def __init__(self, stage: str, error: Exception):
+        super().__init__(stage)
+        self.stage = stage
+        self.error = error
+
+
+def _first_steps(env: Any, bounds: str) -> tuple[EnvInfo, Verdict]:
+    """One reset and one step of ``env``, their observations checked; the env's own errors come
+    as :class:`_StageFailed`."""
+    stage = "reset()"
+    try:
+        obs, _ = env.reset(seed=0)
+        verdict = check_values(env, obs, stage, bounds)
+        first = verdict.conformed if isinstance(env, MultiAgentEnv) else {AGENT: verdict.conformed}
+        if not verdict.problems:
+            stage = "step()"
+            after, *_ = env.step(_sample_action(env, verdict.conformed))
+            stepped = check_values(env, after, stage, bounds)
+            verdict.problems += stepped.problems
+            verdict.notes += stepped.notes
+        stage = "its policy_specs()"
+        multi = isinstance(env, MultiAgentEnv)
+        policies = hooks(env).policy_specs() if multi else None
+    except UserError:
+        raise
+    except Exception as err:
+        raise _StageFailed(stage, err) from err
+    info = EnvInfo(
+        multi_agent=multi,
+        agent_spaces=_agent_spaces(env, obs),
+        first_obs=first,
+        policies=policies,
+        policy_mapping_fn=getattr(env, "policy_mapping_fn", None) if policies is not None else None,
+    )
+    return info, verdict
 
 
 @dataclass

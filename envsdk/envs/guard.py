@@ -59,6 +59,17 @@ class EnvStalled(EnvFault):
     """An env call that did not return within the stall bound."""
 
 
+class EnvRaised(EnvFault):
+    """An env's ``reset`` or ``step`` raised (or returned what could not be unpacked); raised from
+    the env's own exception, which RLlib's restarts see as any env error."""
+
+
+RESTART_FIX = (
+    "fix the env; to recreate a failing env and go on, set restart_failed_sub_environments: true,"
+    " or restart_failed_env_runners: true with remote env runners"
+)
+
+
 # ---- observation checks ------------------------------------------------------------------------
 
 
@@ -321,7 +332,7 @@ class Guard:
             out = self._reset(*args, **kwargs)
         except Exception as err:
             self._explain(err)
-            raise
+            raise self._raised(err, "reset", "at reset") from err
         finally:
             self.since = None
         self.t = 0
@@ -335,7 +346,7 @@ class Guard:
             out = self._step(actions)
         except Exception as err:
             self._explain(err)
-            raise
+            raise self._raised(err, "step", None) from err
         finally:
             self.since = None
         self.t += 1
@@ -369,6 +380,24 @@ class Guard:
         """Turn a sub-env's bad observation, which fails inside the vector env, into its fault."""
 
     # -- shared
+    def _raised(self, err: Exception, call: str, when: str | None) -> Exception:
+        """The env's exception as a fault that names the env, its runner and the step of its
+        episode (the error itself where it already names them, or asks RLlib to recreate the env)."""
+        from ray.rllib.env.env_errors import StepFailedRecreateEnvError
+
+        if isinstance(err, RunFault | StepFailedRecreateEnvError):
+            return err
+        what = f"{type(err).__name__}: {err}".strip().rstrip(":")
+        if isinstance(err, ValueError | TypeError) and "unpack" in str(err):
+            what += f" (an env's {call}() returns " + (
+                "(obs, reward, terminated, truncated, info))" if call == "step" else "(obs, info))"
+            )
+        where = self.site.describe()
+        if self.num_envs > 1:
+            where += f" (one of its {self.num_envs} sub-envs)"
+            when = when or f"within the first {self.t - int(self.started.min()) + 1} steps of its episodes"
+        return EnvRaised(f"{where} raised {what} in {call}() {self._when(None, when)}; fix: {RESTART_FIX}")
+
     def _when(self, sub_env: int | None, when: str | None) -> str:
         if when is not None:
             return when

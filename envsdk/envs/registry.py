@@ -275,8 +275,8 @@ class ResolvedEnv:
     wrapped_from: tuple[str, EnvWrappers] | None = None  # (the env's own name, our wrappers around it)
 
     def make(self, env_config: dict | None = None) -> Any:
-        if self.creator is not None:
-            return self.creator(env_config or {})
+        if self.creator is not None:  # an empty EnvContext is falsy, and still the one to pass
+            return self.creator(env_config if env_config is not None else {})
         return layout.lay_out(gym.make(self.name, **(env_config or {})), ())
 
     def factory(self) -> EnvFactory:

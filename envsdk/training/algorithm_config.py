@@ -464,6 +464,7 @@ def _model_settings(
             # RLlib passes custom_model_config entries to the constructor as kwargs.
             ModelCatalog.register_custom_model(plugin.name, plugin.cls)
             return ModelSettings({**model, "custom_model": plugin.name, "custom_model_config": options})
+        _check_value_function(plugin.cls, plugin.name, run)
         for path in [p for p in search if p[:2] == ("model", "custom_model_config") and len(p) > 2]:
             search[("model_config", *path[2:])] = search.pop(path)  # the plugin's options are model_config
         # RLlib's learner connectors read max_seq_len for a stateful module, with no default there
@@ -495,6 +496,22 @@ def _model_settings(
         model_config.setdefault("max_seq_len", DefaultModelConfig.max_seq_len)
     spec = module_spec(run, defaults, _policy_spaces(info), model_config)
     return ModelSettings(module_spec=spec, model_config=model_config)
+
+
+CRITIC_ALGORITHMS = ("PPO", "APPO", "IMPALA")  # their learners read the module's value predictions
+
+
+def _check_value_function(module_class: type, name: str, run: str) -> None:
+    """PPO, APPO and IMPALA learn from the module's value function: a custom RLModule without one
+    fails in RLlib's first update (a KeyError on the advantages); say it before anything starts."""
+    from ray.rllib.core.rl_module.apis import ValueFunctionAPI
+
+    if run.upper() in CRITIC_ALGORITHMS and not issubclass(module_class, ValueFunctionAPI):
+        raise UserError(
+            f"custom_model '{name}' ({module_class.__name__}) has no value function, which {run} learns from",
+            "subclass ray.rllib.core.rl_module.apis.ValueFunctionAPI (compute_values), or use an"
+            " algorithm that needs none (e.g. run: DQN, SAC, BC)",
+        )
 
 
 def _move_model_search(search: dict[tuple, Any], origin: dict[str, str], model_config: dict) -> None:
@@ -974,6 +991,16 @@ def stage_env(b: Build) -> None:
     b.env_config = b.env_hooks.for_algorithm(env_config, b.exp.run)
 
 
+START_TRIES = 3  # envs built for the start-up check where the YAML asks RLlib to recreate failing ones
+
+
+def _start_tries(values: Any) -> int:
+    """How many envs the start-up check may build: a run that asks RLlib to recreate failing envs
+    or runners trains on an env that fails now and then, so its first step may fail too."""
+    asked = values.get("restart_failed_sub_environments") or values.get("restart_failed_env_runners")
+    return START_TRIES if asked else 1
+
+
 @contextlib.contextmanager
 def stage_start_env(b: Build) -> Iterator[None]:
     """The start-up check: the env built, reset, stepped and checked (:func:`preflight`), and kept
@@ -982,7 +1009,7 @@ def stage_start_env(b: Build) -> Iterator[None]:
     started = (
         contextlib.nullcontext((None, unbuilt(b.target)))
         if skip
-        else preflight(b.resolved, b.env_config, b.env_checks.observation_bounds)
+        else preflight(b.resolved, b.env_config, b.env_checks.observation_bounds, _start_tries(b.values))
     )
     with started as (b.env, b.info):
         if b.env is not None and env_setup.needs_layout(b.env, b.resolved):

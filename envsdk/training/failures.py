@@ -34,6 +34,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from ray.rllib.env.env_runner import NUM_ENV_STEP_FAILURES_LIFETIME
+
 from envsdk.errors import root_cause
 from envsdk.notices import one_line_rllib_errors
 from envsdk.progress import HEALTH, lookup
@@ -42,7 +44,9 @@ from envsdk.training.callbacks import add_callback
 ERRORS_DIR = "env_runner_errors"
 EMPTY_ITERATIONS_ALLOWED = 3  # iterations in a row that may sample nothing (with restarts asked for, or
 # without a failure: runners slower than sample_timeout_s)
-RESTART_GRACE_S = 120.0  # with restarts asked for, how long a fresh runner may take to start (a new
+RESTART_GRACE_S = (
+    120.0  # with restarts asked for, how long runners may sample nothing while they restart (a new
+)
 # process that imports RLlib and builds its env: seconds, or a minute on a machine that is busy)
 SAMPLED = "env_runners/num_env_steps_sampled"
 USER_KEYS = ("restart_failed_env_runners", "ignore_env_runner_failures")
@@ -61,7 +65,8 @@ def prepare(config: Any, exp_dir: Path, asked_for_restarts: bool) -> Path:
         return folder  # the old API stack takes no callback functions; its failures raise as they are
     add_callback(config, "on_environment_created", functools.partial(record_errors, folder=str(folder)))
     allowed = EMPTY_ITERATIONS_ALLOWED if asked_for_restarts else 0
-    add_callback(config, "on_train_result", functools.partial(check_result, allowed=allowed))
+    check = functools.partial(check_result, allowed=allowed, folder=str(folder), since=time.time())
+    add_callback(config, "on_train_result", check)
     return folder
 
 
@@ -128,9 +133,8 @@ def explain(message: str, folder: Path | None, since: float) -> str:
     return f"{message}; {runner}" if message.startswith(EnvRunnersFailed.__name__) else runner
 
 
-# per algorithm: (empty iterations in a row, time.monotonic() when the first of them ended, the
-# restarts counted then)
-_empty_streaks: weakref.WeakKeyDictionary[Any, tuple[int, float, int]] = weakref.WeakKeyDictionary()
+# per algorithm: (empty iterations in a row, time.monotonic() when the first of them ended)
+_empty_streaks: weakref.WeakKeyDictionary[Any, tuple[int, float]] = weakref.WeakKeyDictionary()
 
 
 def _sampled_nothing(result: dict[str, Any]) -> bool:
@@ -140,31 +144,69 @@ def _sampled_nothing(result: dict[str, Any]) -> bool:
     return not sampled or (isinstance(sampled, float) and math.isnan(sampled))
 
 
-def check_result(*, algorithm: Any, result: dict[str, Any], allowed: int, **_: Any) -> None:
-    """``on_train_result`` hook: count runner failures and iterations that sampled nothing in the
-    result (the progress line shows them); fail after too many empty iterations in a row. With
-    restarts asked for, a fresh runner that has not started yet gets RESTART_GRACE_S; one that
-    started and delivered nothing either (the env fails again) does not."""
-    runners = int(getattr(algorithm.config, "num_env_runners", 0) or 0)
-    if not runners:
-        return  # a local runner samples until it has its steps, or raises
-    health = {
-        "restarts": int(lookup(result, "fault_tolerance/num_remote_worker_restarts") or 0),
+def crashed_runners(folder: Path, since: float) -> int:
+    """Remote env runner processes that recorded an error since ``since`` (a time.time()): with
+    ``restart_failed_env_runners``, RLlib ends a runner whose sample raised and Ray starts a new one;
+    RLlib counts the restart only once the new one has answered."""
+    count = 0
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        count += int(doc.get("worker", 0) >= 1 and doc.get("time", 0) >= since)
+    return count
+
+
+def _health(
+    algorithm: Any, result: dict[str, Any], runners: int, folder: Path, since: float
+) -> dict[str, int]:
+    """Restarts of remote env runners (RLlib's count, or the crashes recorded where RLlib's lags) and
+    of sub-envs (``restart_failed_sub_environments``: each failed step recreates the env in its
+    runner, which lives on), and the runners healthy now."""
+    restarts = int(lookup(result, "fault_tolerance/num_remote_worker_restarts") or 0)
+    sub_envs = bool(getattr(algorithm.config, "restart_failed_sub_environments", False))
+    if not sub_envs:
+        restarts = max(restarts, crashed_runners(folder, since))
+    failed_steps = lookup(result, f"env_runners/{NUM_ENV_STEP_FAILURES_LIFETIME}")
+    return {
+        "restarts": restarts,
+        "env_restarts": int(failed_steps or 0) if sub_envs and not _nan(failed_steps) else 0,
         "healthy": int(lookup(result, "fault_tolerance/num_healthy_workers") or 0),
         "env_runners": runners,
     }
-    failing = health["restarts"] > 0 or health["healthy"] < runners
-    streak, since, restarts = _empty_streaks.get(algorithm, (0, 0.0, 0))
+
+
+def _nan(value: Any) -> bool:
+    return isinstance(value, float) and math.isnan(value)
+
+
+def check_result(
+    *, algorithm: Any, result: dict[str, Any], allowed: int, folder: str = "", since: float = 0.0, **_: Any
+) -> None:
+    """``on_train_result`` hook: count runner failures and iterations that sampled nothing in the
+    result (the progress line shows them); fail after too many empty iterations in a row. With
+    restarts asked for, as RLlib restarts runners whatever the count, the iterations in a row may
+    sample nothing for RESTART_GRACE_S (a flaky env's runners restart, and some crash again before
+    they deliver); only an env that keeps every runner from delivering for that long ends the run."""
+    runners = int(getattr(algorithm.config, "num_env_runners", 0) or 0)
+    health = _health(algorithm, result, runners, Path(folder), since)
+    if not runners:  # a local runner samples until it has its steps, or raises
+        if health["env_restarts"]:
+            result[HEALTH] = {**health, "empty_iterations": 0}
+        return
+    failing = health["restarts"] > 0 or health["env_restarts"] > 0 or health["healthy"] < runners
+    streak, first = _empty_streaks.get(algorithm, (0, 0.0))
     if not _sampled_nothing(result):
-        streak, since, restarts = 0, 0.0, 0
+        streak, first = 0, 0.0
     elif streak:
         streak += 1
     else:
-        streak, since, restarts = 1, time.monotonic(), health["restarts"]
-    _empty_streaks[algorithm] = (streak, since, restarts)
+        streak, first = 1, time.monotonic()
+    _empty_streaks[algorithm] = (streak, first)
     result[HEALTH] = {**health, "empty_iterations": streak}
-    starting = health["restarts"] == restarts and time.monotonic() - since <= RESTART_GRACE_S
-    if failing and streak > allowed and not (allowed and starting):
+    restarting = time.monotonic() - first <= RESTART_GRACE_S
+    if failing and streak > allowed and not (allowed and restarting):
         raise EnvRunnersFailed(
             f"{streak} iteration(s) in a row sampled no env steps ({health['restarts']} env runner "
             f"restart(s), {health['healthy']} of {runners} healthy)"
