@@ -6,6 +6,7 @@ user writes first, with the env runner in the driver and on a remote worker, and
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import subprocess
 import sys
@@ -203,6 +204,42 @@ def test_dropped_keys_and_a_text_part_named_by_its_key():
         lay_out(_DictEnv(parts, gym.spaces.Discrete(3)), ("missing",))
 
 
+class _Missions(gym.Space):
+    """A space of strings of another package (MiniGrid's MissionSpace is one)."""
+
+    def sample(self, mask=None, probability=None):
+        return "go to the red ball"
+
+    def contains(self, x):
+        return isinstance(x, str)
+
+
+@pytest.mark.parametrize("text", [gym.spaces.Text(24, charset="abcdefghijklmnopqrstuvwxyz "), _Missions()])
+def test_a_text_part_is_read_as_characters_and_missions_read_apart(text):
+    import torch
+
+    from envsdk.envs.default_models.encoder import SpaceEncoderConfig
+    from envsdk.envs.default_models.spaces import TEXT, TextTokens, observation_leaves
+
+    env = lay_out(_DictEnv({"image": BOARD, "mission": text}, gym.spaces.Discrete(3)), ())
+    tokens = env.observation_space["mission"]
+    assert isinstance(tokens, TextTokens)
+    assert [leaf.kind for leaf in observation_leaves(env.observation_space)][-1] == TEXT
+    missions = ["go to the red ball", "go to the blue key", "go to the red ball"]
+    encoded = np.stack([tokens.encode(m) for m in missions])
+    assert tokens.contains(encoded[0]) and (encoded[0] == encoded[2]).all()
+    assert (encoded[0][len(missions[0]) :] == 0).all() and (encoded[0][: len(missions[0])] > 0).all()
+    from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
+
+    model = {**dataclasses.asdict(DefaultModelConfig()), "fcnet_hiddens": [8]}
+    config = SpaceEncoderConfig.from_model_config(env.observation_space, model)
+    encoder = config.build()
+    batch = {"image": torch.zeros(3, *BOARD.shape), "mission": torch.as_tensor(encoded)}
+    with torch.no_grad():
+        out = encoder({"obs": batch})["encoder_out"]
+    assert torch.allclose(out[0], out[2]) and not torch.allclose(out[0], out[1])
+
+
 # ---- PettingZoo ---------------------------------------------------------------------------------
 
 
@@ -259,7 +296,7 @@ PPO = {
     "model_config": {"fcnet_hiddens": [16]},
 }
 FAMILIES = {
-    "minigrid-id": {"env": "MiniGrid-Empty-5x5-v0", "config": {"drop_observation_keys": ["mission"]}},
+    "minigrid-id": {"env": "MiniGrid-Empty-5x5-v0", "config": {}},  # its mission text read as characters
     "minigrid-class": {
         "env": "minigrid.envs.EmptyEnv",
         "config": {"env_config": {"size": 5}, "drop_observation_keys": ["mission"]},

@@ -482,7 +482,10 @@ def legacy_table_markdown() -> str:
     rows += [f"| `{old}` | `{new}` | config |" for old, new in CONFIG_KEYS.items()]
     rows += [f"| `{old}` | {rewrite.readme} | config |" for old, rewrite in REWRITES.items()]
     rows += [f"| `{old}` | dropped: {why} | config |" for old, why in DROPPED_CONFIG_KEYS.items()]
-    rows += ["| `horizon: N` | the env gets a time limit of N steps (gymnasium TimeLimit) | config |"]
+    rows += [
+        "| `horizon: N` | the env gets a time limit of N steps (gymnasium TimeLimit; a multi-agent env"
+        " truncates every agent) | config |"
+    ]
     rows += ["| `num_gpus: N` | `num_gpus_per_learner: N` on the new API stack (kept on the old) | config |"]
     rows += ["| `rollout_fragment_length` < `n_step` | raised to `n_step` (new stack) | config |"]
     rows += ["| `lr` (SAC, CQL) | `actor_lr` and `critic_lr` (2.60 rejects a single `lr` there) | config |"]

@@ -14,7 +14,7 @@ refused.  It also drops the parts that ``drop_observation_keys`` names (MiniGrid
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
@@ -83,30 +83,37 @@ def _check_mask(mask: gym.Space, action_space: gym.Space) -> None:
 
 class _Layout:
     """What to do to one agent's observations: keep ``keys`` as the parts, beside the mask if
-    ``masked``."""
+    ``masked``, and read the text parts (``texts``) as character indices."""
 
-    def __init__(self, space: gym.Space, keys: tuple[str, ...], masked: bool):
+    def __init__(self, space: gym.Space, keys: tuple[str, ...], masked: bool, texts: dict[str, Any]):
         assert isinstance(space, gym.spaces.Dict)
-        self.keys, self.masked = keys, masked
-        parts = gym.spaces.Dict({k: space[k] for k in keys})
+        self.keys, self.masked, self.texts = keys, masked, texts
+        parts = gym.spaces.Dict({k: texts.get(k, space[k]) for k in keys})
         if not masked:
             self.space: gym.Space = parts
         else:
-            inner = space[keys[0]] if len(keys) == 1 else parts
+            inner = parts[keys[0]] if len(keys) == 1 else parts
             self.space = gym.spaces.Dict({OBS_KEY: inner, MASK_KEY: space[MASK_KEY]})
 
     def __call__(self, obs: Any) -> Any:
-        parts = {k: obs[k] for k in self.keys}
+        parts = {k: self.texts[k].encode(obs[k]) if k in self.texts else obs[k] for k in self.keys}
         if not self.masked:
             return parts
-        return {OBS_KEY: obs[self.keys[0]] if len(self.keys) == 1 else parts, MASK_KEY: obs[MASK_KEY]}
+        return {OBS_KEY: parts[self.keys[0]] if len(self.keys) == 1 else parts, MASK_KEY: obs[MASK_KEY]}
 
 
 def _layout(space: gym.Space, action_space: gym.Space, drop: tuple[str, ...]) -> _Layout | None:
+    from envsdk.envs.default_models.spaces import text_tokens
+
     keys = plan(space, action_space, drop)
-    if keys is None:
+    if not isinstance(space, gym.spaces.Dict):
         return None
-    return _Layout(space, keys, MASK_KEY in cast(gym.spaces.Dict, space).spaces and MASK_KEY not in drop)
+    kept = keys if keys is not None else tuple(k for k in space.spaces if k != MASK_KEY)
+    texts = {k: tokens for k in kept if (tokens := text_tokens(space[k])) is not None}
+    if keys is None and not texts:
+        return None
+    masked = MASK_KEY in space.spaces and MASK_KEY not in drop
+    return _Layout(space, kept, masked, texts)
 
 
 class SingleAgentLayout(gym.ObservationWrapper):

@@ -56,6 +56,8 @@ from envsdk.envs.default_models.masking import (
 from envsdk.envs.default_models.spaces import (
     IMAGE,
     ONEHOT,
+    TEXT,
+    TEXT_FEATURES,
     SpaceError,
     describe_actions,
     describe_space,
@@ -191,6 +193,8 @@ def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any]) -> st
             what = describe_space(leaf.space)
             if leaf.kind == ONEHOT:
                 parts.append(f"{label}{what} one-hot")
+            elif leaf.kind == TEXT:
+                parts.append(f"{label}{what} -> character CNN {TEXT_FEATURES}")
             elif leaf.kind == IMAGE:
                 height, width, _ = leaf.image_shape
                 layers = len(model_config.get("conv_filters") or default_conv_filters(height, width))

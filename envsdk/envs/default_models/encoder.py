@@ -38,7 +38,16 @@ from ray.rllib.core.models.torch.primitives import TorchCNN, TorchMLP
 from torch import nn
 
 from envsdk.envs.base import OBS_KEY, has_action_mask
-from envsdk.envs.default_models.spaces import IMAGE, ONEHOT, ObsLeaf, inner_space, observation_leaves, pick
+from envsdk.envs.default_models.spaces import (
+    IMAGE,
+    ONEHOT,
+    TEXT,
+    TEXT_FEATURES,
+    ObsLeaf,
+    inner_space,
+    observation_leaves,
+    pick,
+)
 
 LAST_SIDE = 6  # default CNNs stop halving once an image side is this small
 CHANNELS = (16, 32, 64)  # filters of the default CNN's layers, the last one repeated
@@ -201,9 +210,33 @@ class _Image(_Reader):
         return features.reshape(x.shape[0], -1)
 
 
+class _Text(_Reader):
+    """A text part's character indices (:class:`TextTokens`) -> an embedding per character, one
+    convolution over neighbouring characters (word pieces, in any position) and the largest of
+    each channel over the text: what a mission says, whatever its length."""
+
+    EMBEDDING = 16
+
+    def __init__(self, leaf: ObsLeaf):
+        super().__init__()
+        self.embed = nn.Embedding(
+            int(np.max(cast(gym.spaces.Box, leaf.space).high)) + 1, self.EMBEDDING, padding_idx=0
+        )
+        self.conv = nn.Conv1d(self.EMBEDDING, TEXT_FEATURES, kernel_size=3, padding=1)
+        self.width = TEXT_FEATURES
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        tokens = x.reshape(x.shape[0], -1).long()
+        present = (tokens > 0).unsqueeze(1).float()  # (batch, 1, characters): padding reads as nothing
+        features = torch.relu(self.conv(self.embed(tokens).transpose(1, 2))) * present
+        return features.amax(dim=2)
+
+
 def _reader(leaf: ObsLeaf, config: SpaceEncoderConfig) -> _Reader:
     if leaf.kind == ONEHOT:
         return _OneHot(leaf.space)
+    if leaf.kind == TEXT:
+        return _Text(leaf)
     if leaf.kind == IMAGE:
         return _Image(leaf, config)
     return _Flat(leaf.width)

@@ -8,7 +8,8 @@ recorder and the model descriptions agree:
   ``Dict`` (in the space's key order) and ``Tuple`` (by index), each leaf with
   the key path that reaches it in an observation and how it is encoded:
   ``onehot`` (``Discrete``, ``MultiDiscrete``), ``image`` (a rank-3 ``Box``
-  with a clear channel axis, see :func:`image_layout`) or ``flat``
+  with a clear channel axis, see :func:`image_layout`), ``text`` (a text part, laid out
+  by :mod:`envsdk.envs.layout` as :class:`TextTokens`) or ``flat``
   (every other ``Box``, ``MultiBinary``);
 * an action space is split into the leaves RLlib's action distribution lays
   out side by side in its inputs (:func:`action_leaves`): a ``Box(k)`` takes
@@ -21,6 +22,7 @@ recorder and the model descriptions agree:
 from __future__ import annotations
 
 import itertools
+import string
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -32,7 +34,46 @@ from envsdk.envs.keys import MASK_KEY, OBS_KEY, has_action_mask
 MIN_IMAGE_SIDE = 8  # pixels; smaller rank-3 boxes are flattened, not convolved
 ONEHOT = "onehot"
 IMAGE = "image"
+TEXT = "text"
 FLAT = "flat"
+TEXT_FEATURES = 32  # what the default encoder reads from one text part (a character CNN's channels)
+TEXT_LENGTH = 128  # characters kept of a text part whose space sets no max_length (MiniGrid's missions)
+TEXT_CHARSET = string.ascii_letters + string.digits + string.punctuation + " "  # where the space has none
+
+
+class TextTokens(gym.spaces.Box):
+    """A text part as the default models read it: its first ``max_length`` characters as indices
+    into ``charset`` (1 to n; 0 pads, n + 1 stands for a character outside it).  RLlib's
+    connectors carry arrays, not strings, so :mod:`envsdk.envs.layout` turns a Text part
+    (gymnasium's ``Text``, MiniGrid's ``MissionSpace``) into this before anything else sees it."""
+
+    def __init__(self, charset: str, max_length: int):
+        super().__init__(0, len(charset) + 1, (max_length,), np.int64)
+        self.charset = charset
+
+    def encode(self, text: str) -> np.ndarray:
+        unknown = len(self.charset) + 1
+        index = {c: i for i, c in enumerate(self.charset, start=1)}
+        codes = [index.get(c, unknown) for c in str(text)[: self.shape[0]]]
+        out = np.zeros(self.shape, np.int64)
+        out[: len(codes)] = codes
+        return out
+
+
+def text_tokens(space: gym.Space) -> TextTokens | None:
+    """The :class:`TextTokens` a text space is read as, or None for a space that is not text:
+    gymnasium's ``Text``, or a space of another package whose values are strings."""
+    if isinstance(space, gym.spaces.Text):
+        return TextTokens("".join(sorted(space.character_set)), int(space.max_length))
+    numbers = gym.spaces.Box | gym.spaces.Discrete | gym.spaces.MultiDiscrete | gym.spaces.MultiBinary
+    nested = gym.spaces.Dict | gym.spaces.Tuple | gym.spaces.Graph | gym.spaces.Sequence
+    if isinstance(space, numbers | nested):
+        return None
+    try:
+        sample = space.sample()
+    except Exception:
+        return None
+    return TextTokens(TEXT_CHARSET, TEXT_LENGTH) if isinstance(sample, str) else None
 
 
 class SpaceError(ValueError):
@@ -61,6 +102,8 @@ class ObsLeaf:
             return int(self.space.n)
         if isinstance(self.space, gym.spaces.MultiDiscrete):
             return int(np.sum(self.space.nvec))
+        if self.kind == TEXT:
+            return TEXT_FEATURES
         return int(np.prod(self.box_shape))
 
     @property
@@ -129,6 +172,8 @@ def observation_leaves(space: gym.Space) -> list[ObsLeaf]:
                 walk(child, (*path, i))
         elif isinstance(sub, gym.spaces.Discrete | gym.spaces.MultiDiscrete):
             leaves.append(ObsLeaf(path, sub, ONEHOT))
+        elif isinstance(sub, TextTokens):
+            leaves.append(ObsLeaf(path, sub, TEXT))
         elif isinstance(sub, gym.spaces.Box):
             layout = image_layout(sub)
             if layout is None:
@@ -376,6 +421,8 @@ def sample_allowed(action_space: gym.Space, observation: Any) -> Any:
 
 def describe_space(space: gym.Space) -> str:
     """A short human description: ``Discrete(3)``, ``24x24x3 uint8 image``, ``Box(4,)``."""
+    if isinstance(space, TextTokens):
+        return f"text ({space.shape[0]} characters)"
     if isinstance(space, gym.spaces.Box):
         layout = image_layout(space)
         if layout is not None:
