@@ -225,6 +225,16 @@ EXPERIMENTS = {
     "spaces-in-env-config": {"env": f"{EXAMPLES}.random_env.RandomLargeObsSpaceEnvContActions"},
     # RLlib's stateful module file (a module and its subclass), copied into models/
     "model-file": {"env": "CartPole-v1", "config": {"model": {"custom_model": "lstm_containing_rlm"}}},
+    # RLlib's Repeated observations (lists of varying length), with RLlib's own ModelV2 for them
+    "repeated": {
+        "env": f"{EXAMPLES}.simple_rpg.SimpleRPG",
+        "config": {
+            "model": {
+                "custom_model": "ray.rllib.examples."
+                + "_old_api_stack.models.simple_rpg_model.CustomTorchRPGModel"
+            }
+        },
+    },
     # a ModelV2 registered with ModelCatalog.register_custom_model by the env's module
     "registered-model": {
         "env": "registering_env.RegisteringEnv",
@@ -277,6 +287,19 @@ def test_rllib_examples_train_and_roll_out(parity_runs, name):
     assert f"done: {name}:" in out.stdout
     code, stdout = rollout_in_process(_checkpoint(results, name), "--episodes", "1")
     assert code == 0 and "1 episodes |" in stdout
+
+
+@pytest.mark.slow
+def test_observations_of_varying_shape_reach_the_experience_file(parity_runs, tmp_path):
+    import json
+
+    _, results = parity_runs
+    out = tmp_path / "rpg.npz"
+    code, _ = rollout_in_process(_checkpoint(results, "repeated"), "--episodes", "1", "--out", out)
+    assert code == 0
+    with np.load(out) as data:
+        steps = [json.loads(text) for text in data["ep0000/agent/obs_json"]]
+    assert steps and set(steps[0][0]) == {"effects", "items", "location", "status"}
 
 
 @pytest.mark.slow

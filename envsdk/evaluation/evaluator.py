@@ -87,10 +87,16 @@ class EvalSpec:
 
 
 def _batch(items: list[Any]) -> Any:
-    """List of per-step structures -> structure of stacked arrays."""
+    """List of per-step structures -> structure of stacked arrays; where the steps differ in shape
+    (RLlib's ``Repeated`` space: lists of varying length), an object array of the steps."""
     if not items:
         return np.zeros((0,), dtype=np.float32)
-    return tree.map_structure(lambda *xs: np.stack([np.asarray(x) for x in xs]), *items)
+    try:
+        return tree.map_structure(lambda *xs: np.stack([np.asarray(x) for x in xs]), *items)
+    except (ValueError, TypeError):
+        ragged = np.empty(len(items), dtype=object)
+        ragged[:] = items
+        return ragged
 
 
 class EnvCreator:

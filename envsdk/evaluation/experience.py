@@ -58,6 +58,8 @@ def _leaves(prefix: str, value: Any) -> dict[str, np.ndarray]:
         for i, sub in enumerate(value):
             out.update(_leaves(f"{prefix}/{i}", sub))
         return out
+    if isinstance(value, np.ndarray) and value.dtype == object:  # steps of varying shape: JSON each
+        return {f"{prefix}_json": np.asarray([info_json(step) for step in value], dtype=str)}
     return {prefix: np.asarray(value)}
 
 
