@@ -7,7 +7,10 @@ install are in :mod:`envsdk.speedups`), and imports RLlib only when a name below
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from typing import TYPE_CHECKING, Any
+
+__version__ = importlib.metadata.version("envsdk")  # pyproject.toml's; CHANGELOG.md says what changed
 
 if TYPE_CHECKING:
     from envsdk.envs.base import (

@@ -128,3 +128,17 @@ def test_bash_completion_knows_commands_and_flags(tmp_path):
     )
     lines = subprocess.run(["bash", "-c", probe], capture_output=True, text=True).stdout.splitlines()
     assert lines == ["evaluate", "--stop-iters", "--export-onnx --export-unity"]
+
+
+def test_the_version_is_printed_and_the_changelog_has_it_and_the_checkpoint_format():
+    import re
+
+    import envsdk
+    from envsdk.training.checkpoints import FORMAT
+
+    for script in ("train.py", "rollout.py"):
+        out = subprocess.run([sys.executable, script, "--version"], cwd=ROOT, capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.strip() == f"{script} (envsdk {envsdk.__version__})"
+    changelog = (ROOT / "CHANGELOG.md").read_text()
+    assert re.search(rf"^## {re.escape(envsdk.__version__)} \(", changelog, re.M)
+    assert re.search(rf"^\| {FORMAT} \| ", changelog, re.M)

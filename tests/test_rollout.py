@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 import yaml
 
+import envsdk
 from tests.helpers import ROOT, rollout_here, run_train
 
 EPISODE = re.compile(r"^episode (\d+): return (-?[\d.]+), length (\d+)(.*)$", re.M)
@@ -267,6 +268,21 @@ def test_damaged_checkpoint_is_refused(trained, tmp_path):
     assert out.returncode == 2
     assert "damaged checkpoint" in out.stderr and "(truncated)" in out.stderr
     assert not episodes(out.stdout) and "Traceback" not in out.stderr
+
+
+def test_a_checkpoint_of_a_newer_format_is_refused_with_the_version_that_wrote_it(trained, tmp_path):
+    from envsdk.training.checkpoints import FORMAT, MANIFEST
+
+    ckpt = copy_checkpoint(trained["cartpole"], tmp_path)
+    manifest = json.loads((ckpt / MANIFEST).read_text())
+    assert manifest["format"] == FORMAT and manifest["envsdk_version"] == envsdk.__version__
+    manifest.update(format=FORMAT + 1, envsdk_version="9.0.0")
+    (ckpt / MANIFEST).write_text(json.dumps(manifest))
+    out = rollout_here(ckpt, "--episodes", "1")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    error, fix = [ln for ln in out.stderr.splitlines() if not ln.startswith("notice:")]
+    assert f"written by envsdk 9.0.0 in checkpoint format {FORMAT + 1}" in error
+    assert fix.startswith("  fix: install envsdk 9.0.0 or newer")
 
 
 def test_interrupted_checkpoint_is_skipped_in_a_trial(trained, tmp_path):

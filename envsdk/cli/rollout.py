@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import envsdk
 from envsdk import speedups
 from envsdk.config.yamlio import parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
@@ -108,6 +109,7 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
     )
     p.add_argument("--ray-address", help="evaluate on this Ray cluster (with --num-workers)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--version", action="version", version=f"%(prog)s (envsdk {envsdk.__version__})")
     return p
 
 

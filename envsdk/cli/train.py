@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import envsdk
 from envsdk import internals, speedups
 from envsdk.config import legacy
 from envsdk.config.yamlio import LineDict, parse_scalar
@@ -96,6 +97,7 @@ def parser(prog: str = "train.py") -> argparse.ArgumentParser:
     p.add_argument("--restore", help="start from this checkpoint's weights and state")
     p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--version", action="version", version=f"%(prog)s (envsdk {envsdk.__version__})")
     return p
 
 

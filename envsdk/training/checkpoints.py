@@ -23,12 +23,15 @@ from typing import Any
 
 from ray import tune
 
+import envsdk
 from envsdk.errors import UserError
 from envsdk.notices import notice
 from envsdk.progress import RETURN, STEPS, lookup
 
 MANIFEST = "envsdk_checkpoint.json"
 RLLIB_MARKER = "rllib_checkpoint.json"
+# The checkpoint format this version writes and reads; CHANGELOG.md says what each one changed.
+# A newer format is refused with the version that wrote it; an older one would be migrated here.
 FORMAT = 1
 
 
@@ -47,7 +50,13 @@ def write_manifest(folder: Path, run: dict[str, Any], result: dict[str, Any]) ->
         for p in sorted(folder.rglob("*"))
         if p.is_file() and p.name != MANIFEST and not p.name.startswith(f".{MANIFEST}")
     }
-    doc = {"format": FORMAT, "run": run, "result": result, "files": files}
+    doc = {
+        "format": FORMAT,
+        "envsdk_version": envsdk.__version__,
+        "run": run,
+        "result": result,
+        "files": files,
+    }
     tmp = folder / f".{MANIFEST}.tmp"
     tmp.write_text(json.dumps(doc, indent=1, default=str))
     os.replace(tmp, folder / MANIFEST)
@@ -68,6 +77,24 @@ def read_manifest(folder: Path) -> dict[str, Any] | None:
         ) from err
 
 
+def check_format(folder: Path, manifest: dict[str, Any]) -> None:
+    """A checkpoint of a format this version cannot read is refused, naming the version that
+    wrote it (format 1 is the first; every manifest so far has it)."""
+    written = manifest.get("format")
+    by = manifest.get("envsdk_version", "an unknown version")
+    if not isinstance(written, int) or isinstance(written, bool) or written < 1:
+        raise UserError(
+            f"damaged checkpoint {folder}: {MANIFEST} names no checkpoint format ({written!r})",
+            "pick another checkpoint of the trial",
+        )
+    if written > FORMAT:
+        raise UserError(
+            f"{folder} was written by envsdk {by} in checkpoint format {written}; this envsdk"
+            f" ({envsdk.__version__}) reads formats up to {FORMAT}",
+            f"install envsdk {by} or newer to roll it out, resume or export it (CHANGELOG.md: the formats)",
+        )
+
+
 def verify(folder: Path) -> dict[str, Any] | None:
     """Check ``folder`` against its manifest; returns the manifest (None if it has none)."""
     if not (folder / RLLIB_MARKER).is_file():
@@ -79,6 +106,7 @@ def verify(folder: Path) -> dict[str, Any] | None:
     if manifest is None:
         notice(f"{folder} has no {MANIFEST} (not written by train.py): its files cannot be verified")
         return None
+    check_format(folder, manifest)
     for name, want in manifest["files"].items():
         path = folder / name
         if not path.is_file():

@@ -27,7 +27,7 @@ from envsdk.progress import RETURN, ProgressLine
 from envsdk.training import failures
 from envsdk.training.algorithm_config import BuiltConfig
 from envsdk.training.callbacks import add_callback
-from envsdk.training.checkpoints import ManifestWriter, best_of
+from envsdk.training.checkpoints import ManifestWriter, best_of, check_format, read_manifest
 from envsdk.training.guards import with_learner_stats
 from envsdk.training.in_process import run_trial, runs_in_process
 from envsdk.training.interrupt import CheckpointOnRequest, Interrupter
@@ -87,6 +87,9 @@ def run_experiment(
     if restore:
         if not Path(restore).exists():
             raise UserError(f"--restore: no checkpoint at {restore}", "pass a checkpoint folder")
+        manifest = read_manifest(Path(restore))
+        if manifest is not None:  # a format this version cannot read: said before anything starts
+            check_format(Path(restore), manifest)
         hook = functools.partial(restore_state, path=str(Path(restore).resolve()))
         add_callback(built.config, "on_algorithm_init", hook)
     run_info = _run_info(exp, built, score_attr, order)
