@@ -162,7 +162,7 @@ def _first_error(output: str) -> str:
     for pattern in (r"^error: (.+)$", r"^  trial failed:\s+\S+: (.+)$", r"^STOCK FAILED: (.+)$"):
         found = re.findall(pattern, output, re.M)
         if found:
-            return found[-1][:160]
+            return str(found[-1])[:160]
     lines = [ln for ln in output.splitlines() if re.match(r"^\w*(Error|Exception)\b", ln)]
     return (lines[-1] if lines else (output.strip().splitlines() or ["no output"])[-1])[:160]
 
@@ -179,6 +179,7 @@ class Outcome:
     ok: bool
     why: str = ""  # why not, one line
     clean: bool = True  # envsdk: ended with a result or an error:/fix: pair, no traceback
+    output: str = ""  # what the run printed (kept for cases that are not ok)
 
 
 def ours(case: Case, runners: int, timeout: float) -> tuple[Outcome, Outcome]:
@@ -190,35 +191,19 @@ def ours(case: Case, runners: int, timeout: float) -> tuple[Outcome, Outcome]:
             config["model"] = {"custom_model": case.target, "custom_model_config": case.model_config}
         exp = {"run": "PPO", "env": case.env, "stop": {"training_iteration": 2}, "config": config}
         (folder / "exp.yaml").write_text(yaml.safe_dump({"parity": exp}))
-        code, out, _ = _run(
-            [sys.executable, str(ROOT / "train.py"), "-f", "exp.yaml", "--local-dir", "r"], folder, timeout
-        )
-        clean = _clean(code, out)
+        train = [sys.executable, str(ROOT / "train.py"), "-f", "exp.yaml", "--local-dir", "r"]
+        code, trained, _ = _run(train, folder, timeout)
         if code != 0:
-            why = "timed out" if code is None else _first_error(out)
-            return Outcome(False, why, clean), Outcome(False, "not trained")
+            why = "timed out" if code is None else _first_error(trained)
+            return Outcome(False, why, _clean(code, trained), trained), Outcome(False, "not trained")
         checkpoint = next(iter(sorted(folder.glob("r/parity/*/checkpoint_*"))), None)
         if checkpoint is None:
-            return Outcome(False, "no checkpoint", False), Outcome(False, "no checkpoint")
-        code, out, _ = _run(
-            [
-                sys.executable,
-                str(ROOT / "rollout.py"),
-                str(checkpoint),
-                "--episodes",
-                "1",
-                "--max-episode-steps",
-                "1000",
-            ],
-            folder,
-            timeout,
-        )
-        rolled = Outcome(
-            code == 0 and "1 episodes |" in out,
-            "" if code == 0 else _first_error(out) if code else "timed out",
-        )
-        rolled.clean = _clean(code, out)
-        return Outcome(True), rolled
+            return Outcome(False, "no checkpoint", False, trained), Outcome(False, "no checkpoint")
+        rollout = [sys.executable, str(ROOT / "rollout.py"), str(checkpoint), "--episodes", "1"]
+        code, out, _ = _run([*rollout, "--max-episode-steps", "1000"], folder, timeout)
+        why = "" if code == 0 else _first_error(out) if code else "timed out"
+        rolled = Outcome(code == 0 and "1 episodes |" in out, why, _clean(code, out), out)
+        return Outcome(True, "", _clean(0, trained), trained), rolled
 
 
 STOCK = """
@@ -276,7 +261,7 @@ def stock(case: Case, runners: int, timeout: float) -> Outcome:
         )
     if code == 0 and "STOCK OK" in out:
         return Outcome(True)
-    return Outcome(False, "timed out" if code is None else _first_error(out))
+    return Outcome(False, "timed out" if code is None else _first_error(out), output=out)
 
 
 # ---- the table -------------------------------------------------------------------------------------
@@ -299,11 +284,22 @@ def verdict(theirs: list[Outcome], trained: list[Outcome], rolled: list[Outcome]
     return "**REGRESSION**: " + "; ".join(dict.fromkeys(problems)) if problems else "ok"
 
 
+def _keep_logs(folder: Path, *outcomes: list[Outcome]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for what, runs in zip(("stock", "train", "rollout"), outcomes, strict=True):
+        for i, outcome in enumerate(runs):
+            (folder / f"{what}-{i}.log").write_text(outcome.output)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="*", help="class names to run (default: all)")
     parser.add_argument("--runners", type=int, nargs="*", default=[0, 1], help="num_env_runners settings")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per run")
+    parser.add_argument(
+        "--logs", type=Path, default=Path(tempfile.gettempdir()) / "rllib-parity-logs",
+        help="where the output of every run of a case that is not ok is written",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     cases, unimportable = discover()
     if args.only:
@@ -315,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
         trained, rolled = [r[0] for r in runs], [r[1] for r in runs]
         result = verdict(theirs, trained, rolled)
         regressions += result != "ok"
+        if result != "ok":
+            _keep_logs(args.logs / case.name, theirs, trained, rolled)
         stock_text = " / ".join(_cell(t) for t in theirs)
         our_text = " / ".join(
             f"{_cell(o)}{', rolls out' if r.ok else (', rollout ' + _cell(r)) if o.ok else ''}"
