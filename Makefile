@@ -74,6 +74,7 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/replay.py
 	$(PY) benchmarks/ecosystem.py
 	$(PY) benchmarks/env_checks.py
+	$(PY) benchmarks/rllib_parity.py
 	$(PY) benchmarks/speedups.py
 	$(PY) benchmarks/quickstart.py
 	$(PY) benchmarks/steps_to_solve.py --variant "2x512, 15 epochs, lr 3e-3" minibatch_size=512 num_epochs=15 lr=0.003

@@ -321,11 +321,14 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(f"| `{case.name}` | {case.kind} | {stock_text} | {our_text} | {result} |")
         print(f"[{number}/{len(cases)}] {case.name}: {result}", flush=True)
     runners = " / ".join(f"{n} runner{'s' if n != 1 else ''}" for n in args.runners)
+    command = " ".join(["python benchmarks/rllib_parity.py", *(argv if argv is not None else sys.argv[1:])])
     lines = [
-        f"## RLlib parity (benchmarks/rllib_parity.py), {datetime.date.today()}",
+        f"### rllib_parity: RLlib's example classes through envsdk and stock RLlib, {datetime.date.today()}",
+        f"Machine: {machine()}. `{command}`: the classes of the installed ray wheel's example folders,"
+        f" PPO for 2 iterations of 128 env steps; each cell: {runners}.",
         "",
-        f"Machine: {machine()}. Ray's example classes from the installed wheel, PPO for 2 iterations of"
-        f" 128 env steps; each cell: {runners}. Regressions: **{regressions}** of {len(cases)} classes.",
+        f"Regressions (RLlib trains and envsdk does not, or envsdk ends unclean): **{regressions}** of"
+        f" {len(cases)} classes.",
         "",
         "| class | kind | stock RLlib | envsdk (train.py, rollout.py) | verdict |",
         "|---|---|---|---|---|",
