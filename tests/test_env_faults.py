@@ -629,15 +629,22 @@ def test_a_restarting_runner_gets_its_grace_and_then_the_run_ends(monkeypatch):
     monkeypatch.setattr(failures, "RESTART_GRACE_S", 0.0)
     with pytest.raises(failures.EnvRunnersFailed, match=r"9 iteration\(s\) in a row .* 0 of 1 healthy"):
         failures.check_result(algorithm=algo, result=_result(math.nan, healthy=0), allowed=3)
-    # runners that restart and crash again before they deliver (a flaky env): RLlib restarts them
-    # whatever the count, so the grace holds; past it, the run ends
+    # a fresh runner of an env that never delivered, and that fails again: no grace
     again = _Algo()
     monkeypatch.setattr(failures, "RESTART_GRACE_S", 3600.0)
-    for restarts in range(2 * failures.EMPTY_ITERATIONS_ALLOWED):
+    for restarts in range(failures.EMPTY_ITERATIONS_ALLOWED):
         failures.check_result(algorithm=again, result=_result(math.nan, 0, restarts), allowed=3)
+    with pytest.raises(failures.EnvRunnersFailed, match=r"4 iteration\(s\) in a row .*3 env runner restart"):
+        failures.check_result(algorithm=again, result=_result(math.nan, 0, 3), allowed=3)
+    # runners of an env that delivered before, restarting and crashing again before they deliver
+    # (a flaky env): RLlib restarts them however often they fail, so the grace holds; past it, the end
+    flaky = _Algo()
+    failures.check_result(algorithm=flaky, result=_result(200), allowed=3)
+    for restarts in range(2 * failures.EMPTY_ITERATIONS_ALLOWED):
+        failures.check_result(algorithm=flaky, result=_result(math.nan, 0, restarts), allowed=3)
     monkeypatch.setattr(failures, "RESTART_GRACE_S", 0.0)
     with pytest.raises(failures.EnvRunnersFailed, match=r"7 iteration\(s\) in a row .*6 env runner restart"):
-        failures.check_result(algorithm=again, result=_result(math.nan, 0, 6), allowed=3)
+        failures.check_result(algorithm=flaky, result=_result(math.nan, 0, 6), allowed=3)
     # without restarts asked for, a dead runner's first empty iteration ends the run
     with pytest.raises(failures.EnvRunnersFailed, match=r"1 iteration\(s\) in a row"):
         failures.check_result(algorithm=_Algo(), result=_result(math.nan, healthy=0), allowed=0)

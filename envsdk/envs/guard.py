@@ -36,7 +36,7 @@ import gymnasium as gym
 import numpy as np
 
 from envsdk import internals
-from envsdk.errors import RunFault
+from envsdk.errors import RunFault, as_user_error
 
 STALL_SIGNAL = signal.SIGUSR2  # raises EnvStalled in a main thread that is stuck in an env call
 GRACE_S = 10.0  # after the stall is raised, how long a call may take to give up before the process ends
@@ -385,8 +385,9 @@ class Guard:
         episode (the error itself where it already names them, or asks RLlib to recreate the env)."""
         from ray.rllib.env.env_errors import StepFailedRecreateEnvError
 
-        if isinstance(err, RunFault | StepFailedRecreateEnvError):
-            return err
+        says_it_all = getattr(type(err), "reported_whole", False) or as_user_error(err) is not None
+        if says_it_all or isinstance(err, StepFailedRecreateEnvError):
+            return err  # a fault that names itself (a Unity player's, ours), or RLlib's own signal
         what = f"{type(err).__name__}: {err}".strip().rstrip(":")
         if isinstance(err, ValueError | TypeError) and "unpack" in str(err):
             what += f" (an env's {call}() returns " + (

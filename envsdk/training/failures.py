@@ -31,6 +31,7 @@ import os
 import time
 import traceback
 import weakref
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -133,8 +134,17 @@ def explain(message: str, folder: Path | None, since: float) -> str:
     return f"{message}; {runner}" if message.startswith(EnvRunnersFailed.__name__) else runner
 
 
-# per algorithm: (empty iterations in a row, time.monotonic() when the first of them ended)
-_empty_streaks: weakref.WeakKeyDictionary[Any, tuple[int, float]] = weakref.WeakKeyDictionary()
+@dataclass
+class _Streak:
+    """One algorithm's iterations that sampled nothing, in a row."""
+
+    count: int = 0
+    first: float = 0.0  # time.monotonic() when the first of them ended
+    restarts: int = 0  # the restarts counted then
+    ever_sampled: bool = False  # whether any iteration of the run sampled env steps
+
+
+_streaks: weakref.WeakKeyDictionary[Any, _Streak] = weakref.WeakKeyDictionary()
 
 
 def _sampled_nothing(result: dict[str, Any]) -> bool:
@@ -186,9 +196,10 @@ def check_result(
 ) -> None:
     """``on_train_result`` hook: count runner failures and iterations that sampled nothing in the
     result (the progress line shows them); fail after too many empty iterations in a row. With
-    restarts asked for, as RLlib restarts runners whatever the count, the iterations in a row may
-    sample nothing for RESTART_GRACE_S (a flaky env's runners restart, and some crash again before
-    they deliver); only an env that keeps every runner from delivering for that long ends the run."""
+    restarts asked for, a fresh runner that has not started yet gets RESTART_GRACE_S, and so does a
+    run whose env has delivered before (a flaky env: RLlib restarts its runners however often they
+    fail, and some crash again before they deliver); a fresh runner of an env that never delivered
+    and fails again gets none."""
     runners = int(getattr(algorithm.config, "num_env_runners", 0) or 0)
     health = _health(algorithm, result, runners, Path(folder), since)
     if not runners:  # a local runner samples until it has its steps, or raises
@@ -196,25 +207,25 @@ def check_result(
             result[HEALTH] = {**health, "empty_iterations": 0}
         return
     failing = health["restarts"] > 0 or health["env_restarts"] > 0 or health["healthy"] < runners
-    streak, first = _empty_streaks.get(algorithm, (0, 0.0))
+    streak = _streaks.setdefault(algorithm, _Streak())
     if not _sampled_nothing(result):
-        streak, first = 0, 0.0
-    elif streak:
-        streak += 1
+        streak.count, streak.ever_sampled = 0, True
+    elif streak.count:
+        streak.count += 1
     else:
-        streak, first = 1, time.monotonic()
-    _empty_streaks[algorithm] = (streak, first)
-    result[HEALTH] = {**health, "empty_iterations": streak}
-    restarting = time.monotonic() - first <= RESTART_GRACE_S
-    if failing and streak > allowed and not (allowed and restarting):
+        streak.count, streak.first, streak.restarts = 1, time.monotonic(), health["restarts"]
+    result[HEALTH] = {**health, "empty_iterations": streak.count}
+    waiting = streak.ever_sampled or health["restarts"] == streak.restarts
+    grace = waiting and time.monotonic() - streak.first <= RESTART_GRACE_S
+    if failing and streak.count > allowed and not (allowed and grace):
         raise EnvRunnersFailed(
-            f"{streak} iteration(s) in a row sampled no env steps ({health['restarts']} env runner "
+            f"{streak.count} iteration(s) in a row sampled no env steps ({health['restarts']} env runner "
             f"restart(s), {health['healthy']} of {runners} healthy)"
         )
-    if not failing and streak > EMPTY_ITERATIONS_ALLOWED:
+    if not failing and streak.count > EMPTY_ITERATIONS_ALLOWED:
         timeout = algorithm.config.sample_timeout_s
         raise EnvRunnersFailed(
-            f"{streak} iterations in a row sampled no env steps: no env runner returned its samples"
+            f"{streak.count} iterations in a row sampled no env steps: no env runner returned its samples"
             f" within sample_timeout_s ({timeout:g} s); fix: raise sample_timeout_s, or lower"
             " rollout_fragment_length, if the env is that slow"
         )
