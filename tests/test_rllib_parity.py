@@ -412,6 +412,8 @@ def crash_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
 
     folder = tmp_path_factory.mktemp("crashes")
     (folder / "crash_env.py").write_text(CRASH_LOGGING_ENV)
+    # RLlib's own switch: only runner 1 (remote) or the local runner 0 crashes, so that every iteration
+    # samples something (an env that crashes everywhere before any sample ends the run: tests below)
     remote = {
         "num_env_runners": 2,
         "restart_failed_env_runners": True,
@@ -427,7 +429,11 @@ def crash_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
                 **SMALL,
                 **runners,
                 **({"sampler": "rllib"} if sampler == "rllib" else {}),
-                "env_config": {"p_crash": 0.015, "crash_log": str(folder / f"{name}.log")},
+                "env_config": {
+                    "p_crash": 0.015,
+                    "crash_on_worker_indices": [runners["num_env_runners"] and 1],
+                    "crash_log": str(folder / f"{name}.log"),
+                },
             },
         }
         for name, runners, sampler in [
