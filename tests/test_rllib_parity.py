@@ -19,6 +19,7 @@ from envsdk.errors import UserError
 from tests.helpers import rollout_in_process, trial_dirs
 
 EXAMPLES = "ray.rllib.examples.envs.classes"
+MODELS = "ray.rllib.examples." + "_old_api_stack.models"  # RLlib's example ModelV2 files
 
 SPACES: dict[str, gym.Space] = {
     "box": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
@@ -234,6 +235,11 @@ EXPERIMENTS = {
                 + "_old_api_stack.models.simple_rpg_model.CustomTorchRPGModel"
             }
         },
+    },
+    # a ModelV2 by its import path, whose constructor takes RLlib's positional arguments only
+    "modelv2-path": {
+        "env": "CartPole-v1",
+        "config": {"model": {"custom_model": MODELS + ".shared_weights_model.TorchSharedWeightsModel"}},
     },
     # a ModelV2 registered with ModelCatalog.register_custom_model by the env's module
     "registered-model": {

@@ -74,6 +74,13 @@ class ModelPlugin:
     def is_modelv2(self) -> bool:
         return issubclass(self.cls, TorchModelV2)
 
+    @property
+    def catalog_name(self) -> str:
+        """The name a ModelV2 is registered under in RLlib's ModelCatalog: without dots, which
+        RLlib would take for an import path whose class it builds with keyword arguments that
+        RLlib's own model classes do not all take (``obs_space=``).  :func:`plugin_name` reverses it."""
+        return self.name.replace(".", "/")
+
     def check_options(self, options: dict[str, Any]) -> None:
         """Raise a UserError for options the model does not accept."""
         if self.is_modelv2:
@@ -92,6 +99,11 @@ class ModelPlugin:
                     f"model '{self.name}' ({self.path}) has no option '{key}'",
                     did_you_mean(key, valid) or f"its options: {', '.join(valid) or 'none'}",
                 )
+
+
+def plugin_name(catalog_name: str) -> str:
+    """The ``custom_model`` a user wrote, from the name its ModelV2 was registered under."""
+    return catalog_name.replace("/", ".")
 
 
 def _classes_of(module: Any, module_name: str) -> list[type]:

@@ -161,7 +161,7 @@ def _register_old_stack_model(config: dict[str, Any], yaml_dir: Path) -> None:
         return
     from ray.rllib.models import ModelCatalog
 
-    from envsdk.envs.plugins import load_model, search_path
+    from envsdk.envs.plugins import load_model, plugin_name, search_path
 
-    plugin = load_model(name, search_path(yaml_dir))
+    plugin = load_model(plugin_name(name), search_path(yaml_dir))
     ModelCatalog.register_custom_model(name, plugin.cls)

@@ -58,7 +58,7 @@ from envsdk.envs.curriculum import apply_curriculum
 from envsdk.envs.default_models.catalogs import Q_NETWORK
 from envsdk.envs.default_models.choice import check_modules, module_spec
 from envsdk.envs.imports import import_ref
-from envsdk.envs.plugins import load_model, search_path
+from envsdk.envs.plugins import load_model, plugin_name, search_path
 from envsdk.envs.registry import EnvWrappers, ResolvedEnv, resolve_env
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice, quiet_rllib
@@ -462,8 +462,10 @@ def _model_settings(
             from ray.rllib.models import ModelCatalog
 
             # RLlib passes custom_model_config entries to the constructor as kwargs.
-            ModelCatalog.register_custom_model(plugin.name, plugin.cls)
-            return ModelSettings({**model, "custom_model": plugin.name, "custom_model_config": options})
+            ModelCatalog.register_custom_model(plugin.catalog_name, plugin.cls)
+            return ModelSettings(
+                {**model, "custom_model": plugin.catalog_name, "custom_model_config": options}
+            )
         _check_value_function(plugin.cls, plugin.name, run)
         for path in [p for p in search if p[:2] == ("model", "custom_model_config") and len(p) > 2]:
             search[("model_config", *path[2:])] = search.pop(path)  # the plugin's options are model_config
@@ -1067,7 +1069,8 @@ def _api_stack(b: Build, config: AlgorithmConfig) -> None:
             "a ModelV2 custom_model runs on the old stack; use an RLModule plugin",
         )
     notice(
-        f"custom_model '{model.old_stack_model['custom_model']}' is a ModelV2: using RLlib's old API stack"
+        f"custom_model '{plugin_name(model.old_stack_model['custom_model'])}' is a ModelV2: using RLlib's"
+        " old API stack"
     )
     config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
 
