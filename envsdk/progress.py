@@ -130,13 +130,22 @@ def health_note(result: dict[str, Any]) -> str | None:
 class ProgressLine(tune.Callback):
     """Tune callback that keeps one live line of training progress."""
 
-    def __init__(self, name: str, stop: dict[str, Any], stream: Any = None, log_every_s: float = 10.0):
+    def __init__(
+        self,
+        name: str,
+        stop: dict[str, Any],
+        stream: Any = None,
+        log_every_s: float = 10.0,
+        quiet_start: bool = False,
+    ):
         self.name = name
         self.stop = stop
         self.stream = stream or sys.stdout
         self.tty = self.stream.isatty()
         self.log_every_s = log_every_s
-        self._last_print = 0.0
+        # quiet_start: a log gets its first line after log_every_s, not at once (what ends sooner
+        # says its result itself, and needs no progress line)
+        self._last_print = time.monotonic() if quiet_start else 0.0
         self._width = 0
 
     def on_trial_result(self, iteration: int, trials: list, trial: Any, result: dict, **info: Any) -> None:
@@ -160,6 +169,13 @@ class ProgressLine(tune.Callback):
             self.stream.write(line + "\n")
             self._last_print = time.monotonic()
         self.stream.flush()
+
+    def clear(self) -> None:
+        """Take the live line off a terminal (what replaces it says the same, and more)."""
+        if self.tty and self._width:
+            self.stream.write("\r" + " " * self._width + "\r")
+            self.stream.flush()
+        self._width = 0
 
     def finish(self) -> None:
         """End the live line so that what follows starts on a line of its own."""

@@ -487,7 +487,11 @@ def test_an_env_that_raises_ends_the_run_with_one_line_naming_it(ray_address, tm
 
     from tests.helpers import run_train
 
-    config = {**SMALL, "num_env_runners": runners, "env_config": {"p_crash": 0.05}}
+    config = {
+        **SMALL,
+        "num_env_runners": runners,
+        "env_config": {"p_crash": 0.05, "crash_on_worker_indices": [1]},
+    }
     exp = {"run": "PPO", "env": env, "stop": {"training_iteration": 3}, "config": config}
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump({"faulty": exp}))
     out = run_train(["-f", "exp.yaml", "--ray-address", ray_address, "--local-dir", "results"], cwd=tmp_path)

@@ -452,7 +452,10 @@ def test_crashing_env_runner_fails_the_run(train, tmp_path, restarts):
     out = train("-f", str(tmp_path / "crash.yaml"), "--stop-iters", "10", cwd=tmp_path)
     elapsed = time.monotonic() - started
     assert out.returncode == 1, out.stdout[-2000:]
-    assert "env runner 1 failed: RuntimeError: boom from the env at step 6" in out.stdout
+    assert (
+        "env runner 1 failed: EnvRaised: env 'crash_env.CrashEnv' (env runner 1) raised RuntimeError:"
+        " boom from the env at step 6 in step() at step 5 of its episode" in out.stdout
+    ), out.stdout[-2000:]
     assert re.search(r"^failed: crash: return - after 0 env steps", out.stdout, re.M), out.stdout
     trace = Path(re.search(r"traceback in (\S+?\.txt)", out.stdout).group(1)).read_text()
     assert "crash_env.py" in trace and "boom from the env" in trace

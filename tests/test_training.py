@@ -120,7 +120,11 @@ def test_env_failing_mid_training_is_reported(train, tmp_path):
     out = train("-f", str(cfg), "--stop-iters", "50")
     assert out.returncode == 1
     (trial,) = trial_dirs(train.results)
-    assert f"trial failed:    {trial}: RuntimeError: the simulator lost its licence" in out.stdout
+    assert (
+        f"trial failed:    {trial}: EnvRaised: env 'flaky_env.Flaky' (the local env runner) raised"
+        " RuntimeError: the simulator lost its licence in step() at step" in out.stdout
+    ), out.stdout[-2000:]
+    assert "restart_failed_sub_environments: true" in out.stdout
     assert "Traceback" in (trial / "error.txt").read_text()
     assert 1 <= len(progress_rows(trial)) < 50
 

@@ -162,7 +162,7 @@ def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, g
         try:
             return evaluator.run(episodes, steps)
         finally:
-            live.line.finish()
+            live.line.clear()
             evaluator.close()
     import ray
 
@@ -188,12 +188,13 @@ def evaluate(spec: Any, workers: int, episodes: int | None, steps: int | None, g
 
 class _LiveEpisode:
     """A live line for the episode in progress (steps, return so far), so that a long episode is
-    not mistaken for a hang: rewritten on a terminal, every 10 s in a log."""
+    not mistaken for a hang: rewritten on a terminal and taken off when the episode ends; in a log,
+    every 10 s from 10 s on."""
 
     def __init__(self) -> None:
         from envsdk.progress import ProgressLine
 
-        self.line = ProgressLine("rollout", {})
+        self.line = ProgressLine("rollout", {}, quiet_start=True)
         self.number = 1
         self.shown = 0.0
 
@@ -204,7 +205,7 @@ class _LiveEpisode:
             self.line.show(f"episode {self.number}: {steps:,} steps so far, return {ret:.2f}")
 
     def ended(self, number: int, record: Any) -> None:
-        self.line.finish()
+        self.line.clear()
         print_episode(number, record)
         self.number = number + 1
 
