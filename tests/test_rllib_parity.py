@@ -446,6 +446,7 @@ def crash_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
             ("remote-batched", remote, "batched"),
             ("remote-rllib", remote, "rllib"),
             ("local-batched", local, "batched"),
+            ("local-rllib", local, "rllib"),
         ]
     }
     out, _ = train_experiments(folder, experiments, ray_address)
@@ -453,7 +454,7 @@ def crash_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["remote-batched", "remote-rllib", "local-batched"])
+@pytest.mark.parametrize("name", ["remote-batched", "remote-rllib", "local-batched", "local-rllib"])
 def test_a_crashing_env_with_restarts_trains_on_and_its_restarts_are_counted(crash_runs, name):
     import re
 
