@@ -14,7 +14,9 @@ Each case runs, every run bounded by ``--timeout``:
   ``PPOConfig`` in a fresh process (a model: ``ModelCatalog.register_custom_model`` on the old API
   stack, ``RLModuleSpec(module_class=...)`` on the new one), 2 iterations, with 0 and 1 runners.
 
-A case is a **regression** when stock RLlib trains it and envsdk does not (train or roll out), or
+Stock RLlib "trains" a case when its 2 iterations return and sampled env steps (RLlib restarts a
+failed remote runner by default, and ``train()`` then returns having sampled nothing).  A case is
+a **regression** when stock RLlib trains it and envsdk does not (train or roll out), or
 when envsdk ends with anything but a finished run, an ``error:``/``fix:`` pair (exit 2) or a
 fault at run time named on the summary's ``trial failed:`` line (always without a traceback).
 Target: no regression.  Writes the table into benchmarks/RESULTS.md.
@@ -246,7 +248,12 @@ try:
     for _ in range(2):
         result = algo.train()
     algo.stop()
-    print("STOCK OK", result.get("num_env_steps_sampled_lifetime"))
+    steps = result.get("num_env_steps_sampled_lifetime") or result.get("env_runners", {}).get(
+        "num_env_steps_sampled_lifetime"
+    )
+    if not steps or steps != steps:  # 0 or NaN: RLlib restarts failed runners by default, and
+        raise RuntimeError("sampled no env steps")  # train() then returns having sampled nothing
+    print("STOCK OK", steps)
 except BaseException as err:
     first = (str(err).strip().splitlines() or [""])[0]
     print(f"STOCK FAILED: {type(err).__name__}: {first}")
