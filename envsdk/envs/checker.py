@@ -63,10 +63,12 @@ def mismatch(value: Any, space: gym.Space) -> str | None:
     return f"{type(value).__name__} value {value!r:.60} not in {space}"
 
 
-def _agent_items(env: Any, obs: Any) -> list[tuple[str, Any, gym.Space]]:
+def _agent_items(env: Any, obs: Any) -> list[tuple[Any, str, Any, gym.Space]]:
+    """(agent id, its label for messages, its observation, its space); one item, id None, for a
+    single-agent env."""
     if isinstance(env, MultiAgentEnv):
-        return [(f"agent '{aid}'", o, env.get_observation_space(aid)) for aid, o in obs.items()]
-    return [("", obs, env.observation_space)]
+        return [(aid, f"agent '{aid}'", o, env.get_observation_space(aid)) for aid, o in obs.items()]
+    return [(None, "", obs, env.observation_space)]
 
 
 def _sample_action(env: Any, obs: Any) -> Any:
@@ -93,9 +95,9 @@ def check_values(env: Any, obs: Any, where: str, bounds: str = "warn") -> Verdic
     their space in another type are converted, with a note, as RLlib's vector env converts them)."""
     verdict = Verdict()
     conformed = {}
-    for who, value, space in _agent_items(env, obs):
+    for aid, who, value, space in _agent_items(env, obs):
         value, conversions = conform(value, space)
-        conformed[who] = value
+        conformed[aid] = value
         of = f"{where} observation{' of ' + who if who else ''}"
         verdict.notes += [
             f"{of}{c.path}: {c.got}, converted to the space's {c.want} (as RLlib does)" for c in conversions
@@ -107,10 +109,7 @@ def check_values(env: Any, obs: Any, where: str, bounds: str = "warn") -> Verdic
             verdict.notes.append(f"{of}: {why} (env_checks: {{observation_bounds: {bounds}}})")
         else:
             verdict.problems.append(f"{of}: {why}")
-    if isinstance(env, MultiAgentEnv):
-        verdict.conformed = {aid: conformed[f"agent '{aid}'"] for aid in obs}
-    else:
-        verdict.conformed = conformed[""]
+    verdict.conformed = conformed if isinstance(env, MultiAgentEnv) else conformed[None]
     return verdict
 
 

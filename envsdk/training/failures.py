@@ -108,17 +108,23 @@ def record_errors(*, env_runner: Any, folder: str, **_: Any) -> None:
     rllib.addHandler(_ErrorFile(Path(folder), worker))
 
 
-def latest_error(folder: Path, since: float) -> dict[str, Any] | None:
-    """The newest error a runner recorded after ``since`` (a time.time()), with its file."""
+def recorded_errors(folder: Path, since: float) -> list[dict[str, Any]]:
+    """The errors runners recorded in ``folder`` after ``since`` (a time.time()), each with its
+    traceback file; unreadable records (one being written) are skipped."""
     found = []
-    for path in folder.glob("*.json"):
+    for path in folder.glob("*.json") if folder.is_dir() else ():
         try:
             doc = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
         if doc.get("time", 0) >= since:
             found.append({**doc, "file": str(path.with_suffix(".txt"))})
-    return max(found, key=lambda d: d["time"], default=None)
+    return found
+
+
+def latest_error(folder: Path, since: float) -> dict[str, Any] | None:
+    """The newest error a runner recorded after ``since`` (a time.time()), with its file."""
+    return max(recorded_errors(folder, since), key=lambda d: d["time"], default=None)
 
 
 def explain(message: str, folder: Path | None, since: float) -> str:
@@ -158,14 +164,7 @@ def crashed_runners(folder: Path, since: float) -> int:
     """Remote env runner processes that recorded an error since ``since`` (a time.time()): with
     ``restart_failed_env_runners``, RLlib ends a runner whose sample raised and Ray starts a new one;
     RLlib counts the restart only once the new one has answered."""
-    count = 0
-    for path in folder.glob("*.json") if folder.is_dir() else ():
-        try:
-            doc = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        count += int(doc.get("worker", 0) >= 1 and doc.get("time", 0) >= since)
-    return count
+    return sum(doc.get("worker", 0) >= 1 for doc in recorded_errors(folder, since))
 
 
 def _health(
