@@ -95,6 +95,9 @@ def run_cli(main: Callable[[list[str]], int | None], argv: list[str] | None = No
         if user is None or debug:
             raise
         print(f"error: {user}", file=sys.stderr)
+        # Said; what is collected from here on (RLlib's half-built vector env, whose __del__ fails
+        # on the envs it never made) would only print a traceback after the answer.
+        sys.unraisablehook = lambda _unraisable: None
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import sys
 import warnings
+from collections.abc import Iterator
 
 from envsdk.internals import RLLIB_API_LOGGERS
 
 _seen: set[str] = set()
+_muted: list[bool] = []
 
 
 def notice(message: str) -> None:
-    """Print ``notice: message`` to stderr the first time it is seen."""
-    if message in _seen:
+    """Print ``notice: message`` to stderr the first time it is seen (never inside :func:`muted`)."""
+    if message in _seen or _muted:
         return
     _seen.add(message)
     print(f"notice: {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def muted() -> Iterator[None]:
+    """No notices inside: a checkpoint's config built again says nothing that training did not."""
+    _muted.append(True)
+    try:
+        yield
+    finally:
+        _muted.pop()
 
 
 class _NoGputilAdvice(logging.Filter):

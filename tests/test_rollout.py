@@ -321,8 +321,9 @@ def test_bad_input_exits_2(trained, tmp_path, case, message):
         write_manifest(path, manifest["run"], manifest["result"])
     elif case == "missing-env-module":
         path = copy_checkpoint(trained["multi"], tmp_path)
-        manifest = read_manifest(path)
-        write_manifest(path, {**manifest["run"], "search_paths": [str(tmp_path)]}, manifest["result"])
+        run = read_manifest(path)["run"]
+        moved = {"search_paths": [str(tmp_path)], "experiment_spec": {**run["experiment_spec"], "source": None}}
+        write_manifest(path, {**run, **moved}, read_manifest(path)["result"])
     elif case == "episodes-and-steps":
         extra = ["--episodes", "1", "--steps", "10"]
     elif case == "bad-out":

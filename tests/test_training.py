@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from envsdk.evaluation.restore import load
 from envsdk.training.checkpoints import verify
 from tests.helpers import (
     ROOT,
@@ -255,6 +256,8 @@ def test_a_ray_1x_grid_over_model_options_trains_each_network(train, tmp_path):
         assert layers[0].out_features == hidden[0], (hidden, layers)
         assert any(m.out_features == 3 for m in layers)  # post_fcnet_hiddens: the heads' layer
         widths[trial.name] = hidden[0]
+        # Loading the checkpoint builds its config again, with the network this trial drew.
+        assert load(ckpt).config.model_config["fcnet_hiddens"] == hidden
     assert sorted(widths.values()) == [5, 7], widths
 
 
@@ -311,6 +314,7 @@ def test_a_grid_in_env_config_gives_each_trial_its_env(train, tmp_path):
         first = next(m for m in module.modules() if isinstance(m, nn.Linear))
         assert first.in_features == env_config["size"], (env_config, first)
         sizes.append(env_config["size"])
+        assert load(ckpt).env_config["size"] == env_config["size"]  # the config built again: this trial's
     assert sorted(sizes) == [3, 5]
 
 

@@ -206,3 +206,40 @@ def _translate_keys(spec: LineDict) -> LineDict:
                 or f"valid keys: {', '.join(sorted(EXPERIMENT_KEYS))}",
             )
     return out
+
+
+def plain(value: Any) -> Any:
+    """``value`` with every mapping a plain dict and every sequence a list (JSON's shapes)."""
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def record(exp: Experiment, config: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`from_record` needs to build ``exp`` again: its name, algorithm, env and the
+    ``config:`` that was built (``config``: the YAML's, with the command line's overrides)."""
+    return {
+        "name": exp.name,
+        "run": exp.run,
+        "env": plain(exp.env),
+        "config": plain(config),
+        "source": str(exp.source.resolve()) if exp.source else None,
+        "translated_from": exp.translated_from,
+    }
+
+
+def from_record(doc: dict[str, Any]) -> Experiment:
+    """The experiment a checkpoint's manifest recorded (:func:`record`), to build with today's code."""
+    source = Path(doc["source"]) if doc.get("source") else None
+    config = LineDict(doc.get("config") or {})
+    config.source = source
+    return Experiment(
+        name=str(doc["name"]),
+        run=str(doc["run"]),
+        env=doc.get("env"),
+        config=config,
+        source=source,
+        translated_from=doc.get("translated_from"),
+    )

@@ -19,10 +19,13 @@ from typing import Any
 
 import ray
 
+import envsdk
+from envsdk.config.experiment import from_record
 from envsdk.config.yamlio import merge
 from envsdk.envs.imports import add_to_sys_path
 from envsdk.envs.registry import EnvWrappers, ResolvedEnv, resolve_env
 from envsdk.errors import UserError
+from envsdk.notices import muted, notice
 from envsdk.training.checkpoints import RLLIB_MARKER, verify
 
 ENV_RUNNER_DIR = "env_runner"
@@ -49,23 +52,57 @@ class Restored:
         return self.checkpoint / MODULE_DIR
 
 
-def _unpickle(path: Path, written_by: str) -> Any:
+@dataclass(frozen=True)
+class WrittenBy:
+    """The versions that wrote a checkpoint."""
+
+    ray: str
+    envsdk: str  # "0.1.0" where the manifest does not say: that version did not record itself
+
+    @classmethod
+    def of(cls, checkpoint: Path, manifest: dict[str, Any]) -> WrittenBy:
+        return cls(ray=_check_version(checkpoint), envsdk=str(manifest.get("envsdk_version", "0.1.0")))
+
+
+OUR_PACKAGES = ("envsdk", "unity_bridge")
+
+
+def _names_our_code(err: Exception) -> bool:
+    """An unpickling error about a module or name of this tool (moved or renamed since)."""
+    if isinstance(err, ModuleNotFoundError):
+        return (err.name or "").split(".")[0] in OUR_PACKAGES
+    return isinstance(err, AttributeError) and any(f"'{p}." in str(err) for p in OUR_PACKAGES)
+
+
+def _unpickle(path: Path, by: WrittenBy) -> Any:
     try:
         with path.open("rb") as fh:
             return pickle.load(fh)
-    except ModuleNotFoundError as err:
-        raise UserError(
-            f"the checkpoint needs the Python module '{err.name}', which cannot be imported here",
-            "run from the folder the run was trained in, or add the module's folder to PYTHONPATH",
-        ) from err
+    except (ModuleNotFoundError, AttributeError) as err:
+        if _names_our_code(err):
+            raise UserError(
+                f"{path.parent} was written by envsdk {by.envsdk}, whose checkpoints refer to its own code"
+                f" by name; this envsdk ({envsdk.__version__}) no longer has it ({err})",
+                f"roll it out or export it with envsdk {by.envsdk}; checkpoints of envsdk 0.3 and later"
+                " build that code again when they load (CHANGELOG.md: checkpoint formats)",
+            ) from err
+        if isinstance(err, ModuleNotFoundError):
+            raise UserError(
+                f"the checkpoint needs the Python module '{err.name}', which cannot be imported here",
+                "run from the folder the run was trained in, or add the module's folder to PYTHONPATH",
+            ) from err
+        raise _unreadable(path, by, err) from err
     except Exception as err:
-        mismatch = written_by != ray.__version__
-        raise UserError(
-            f"cannot read {path.name} of {path.parent}: {type(err).__name__}: {err}",
-            f"written by Ray {written_by}, this is Ray {ray.__version__}: evaluate with Ray {written_by}"
-            if mismatch
-            else "the checkpoint is damaged: pick another one",
-        ) from err
+        raise _unreadable(path, by, err) from err
+
+
+def _unreadable(path: Path, by: WrittenBy, err: Exception) -> UserError:
+    return UserError(
+        f"cannot read {path.name} of {path.parent}: {type(err).__name__}: {err}",
+        f"written by Ray {by.ray}, this is Ray {ray.__version__}: evaluate with Ray {by.ray}"
+        if by.ray != ray.__version__
+        else "the checkpoint is damaged: pick another one",
+    )
 
 
 def _check_version(checkpoint: Path) -> str:
@@ -95,34 +132,20 @@ def load(
     """Verify ``checkpoint`` and read its algorithm, config and env (``evaluation``: the run's
     ``evaluation_config`` env and its settings, merged over training's as RLlib merges them)."""
     manifest = verify(checkpoint) or {"run": {}}
-    written_by = _check_version(checkpoint)
+    by = WrittenBy.of(checkpoint, manifest)
     info = manifest["run"]
     search = [Path(p) for p in info.get("search_paths", [])] or [Path.cwd()]
     add_to_sys_path(search)
 
     new_stack = (checkpoint / ENV_RUNNER_DIR).is_dir()
-    worker_state: dict[str, Any] = {}
-    if new_stack:
-        algo_class = _unpickle(checkpoint / "class_and_ctor_args.pkl", written_by)["class"]
-        ctor = _unpickle(checkpoint / ENV_RUNNER_DIR / "class_and_ctor_args.pkl", written_by)
-        config = ctor["ctor_args_and_kwargs"][1]["config"]
-        env_ref, base_config = config.env, dict(config.env_config or {})
-        multi_agent = config.is_multi_agent
-    else:
-        state = _unpickle(checkpoint / "algorithm_state.pkl", written_by)
-        algo_class, config = state["algorithm_class"], state["config"]
-        if not isinstance(config, dict):
-            config = config.to_dict()
-        env_ref, base_config = config.get("env"), dict(config.get("env_config") or {})
-        worker_state = state.get("worker", {})
-        multi_agent = worker_state.get("policy_ids", ["default_policy"]) != ["default_policy"]
-
-    algorithm = algo_class.__name__
+    stack = _new_stack(checkpoint, info, by) if new_stack else _old_stack(checkpoint, by)
+    algorithm = stack.algo_class.__name__
     if run and run.upper() != algorithm.upper():
         raise UserError(
             f"--run {run} does not match the checkpoint, which was trained with {algorithm}",
             f"drop --run or pass --run {algorithm}",
         )
+    config, base_config = stack.config, stack.env_config
     if evaluation:
         settings = dict(
             (config.get("evaluation_config") if isinstance(config, dict) else config.evaluation_config) or {}
@@ -135,7 +158,7 @@ def load(
         env = env or settings.get("env")
         base_config = merge(base_config, dict(settings.get("env_config") or {}))
     wrapped = info.get("env_wrapped") if env is None else None
-    env_ref = env or (wrapped or {}).get("env") or info.get("env") or env_ref
+    env_ref = env or (wrapped or {}).get("env") or info.get("env") or stack.env_ref
     resolved = resolve_env(env_ref if isinstance(env_ref, str) else None, search)
     if wrapped:  # the wrappers that config keys asked for in training
         resolved = resolved.wrapped(EnvWrappers.from_dict(wrapped))
@@ -148,8 +171,70 @@ def load(
         config=config,
         env=resolved,
         env_config={**base_config, **(env_config or {})},
-        multi_agent=multi_agent,
+        multi_agent=stack.multi_agent,
         search_paths=search,
+        worker_state=stack.worker_state,
+    )
+
+
+@dataclass
+class _Stack:
+    """What one API stack's checkpoint says of its run."""
+
+    algo_class: type
+    config: Any
+    env_ref: Any
+    env_config: dict[str, Any]
+    multi_agent: bool
+    worker_state: dict[str, Any] = field(default_factory=dict)
+
+
+def _new_stack(checkpoint: Path, info: dict[str, Any], by: WrittenBy) -> _Stack:
+    """The config built again from the manifest's experiment with today's code (format 2), so
+    that no hook of ours is unpickled; format 1, or a config that no longer builds: unpickled."""
+    built = _rebuilt(info) if info.get("experiment_spec") else None
+    if built is not None:
+        config, algo_class = built.config, built.algo_class
+    else:
+        algo_class = _unpickle(checkpoint / "class_and_ctor_args.pkl", by)["class"]
+        ctor = _unpickle(checkpoint / ENV_RUNNER_DIR / "class_and_ctor_args.pkl", by)
+        config = ctor["ctor_args_and_kwargs"][1]["config"]
+    return _Stack(algo_class, config, config.env, dict(config.env_config or {}), config.is_multi_agent)
+
+
+def _rebuilt(info: dict[str, Any]) -> Any:
+    """The run's BuiltConfig from its recorded experiment (and the values its trial drew), or None
+    where today's code refuses it (said in a notice)."""
+    from envsdk.training.algorithm_config import build_config  # RLlib's algorithms: only here
+
+    exp = from_record(info["experiment_spec"])
+    try:
+        with muted():
+            built = build_config(exp)
+    except UserError as err:
+        notice(
+            f"the run's config does not build with envsdk {envsdk.__version__} ({err.message}): "
+            "using the config the checkpoint holds"
+        )
+        return None
+    chosen = {tuple(path): value for path, value in info.get("searched", [])}
+    if chosen:
+        built.take_trial_values(chosen)
+    return built
+
+
+def _old_stack(checkpoint: Path, by: WrittenBy) -> _Stack:
+    state = _unpickle(checkpoint / "algorithm_state.pkl", by)
+    config = state["config"]
+    if not isinstance(config, dict):
+        config = config.to_dict()
+    worker_state = state.get("worker", {})
+    return _Stack(
+        algo_class=state["algorithm_class"],
+        config=config,
+        env_ref=config.get("env"),
+        env_config=dict(config.get("env_config") or {}),
+        multi_agent=worker_state.get("policy_ids", ["default_policy"]) != ["default_policy"],
         worker_state=worker_state,
     )
 

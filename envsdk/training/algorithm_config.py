@@ -41,7 +41,7 @@ from ray.rllib.policy.policy import PolicySpec
 from envsdk import speedups
 from envsdk.config import legacy, offline
 from envsdk.config.env_checks import EnvCheckSettings
-from envsdk.config.experiment import Experiment
+from envsdk.config.experiment import Experiment, record
 from envsdk.config.self_play import SelfPlaySettings
 from envsdk.config.validation import (
     SEARCH_SPACES,
@@ -162,6 +162,8 @@ class BuiltConfig:
     user_keys: set[str] = field(default_factory=set)  # config keys the YAML or --config set (2.60 names)
     sampler: str = "rllib"  # the env runners' sampling loop: "batched", or "rllib (why)"
     max_concurrent: int | None = None  # Tune trials at once, when they do not all fit (resources.fit)
+    # The experiment as built (config.experiment.record): checkpoints rebuild their config from it
+    experiment: dict[str, Any] = field(default_factory=dict)
 
     def size_env_runners(self, cluster_cpus: float) -> int | None:
         """``num_env_runners: auto``: every CPU of the cluster but the algorithm's and the learners'."""
@@ -179,17 +181,30 @@ class BuiltConfig:
         c.env_runners(num_env_runners=count)
         return count
 
-    def param_space(self) -> dict[str, Any]:
-        """The dict handed to Tune: the config with search spaces overlaid."""
+    def space_paths(self) -> dict[tuple[str, ...], Any]:
+        """Where each search space sits in :meth:`param_space`, and its domain."""
+        # The new stack keeps model_config in a private attribute.
+        return {
+            ("_model_config", *path[1:]) if path[0] == "model_config" else path: domain
+            for path, domain in self.search_space.items()
+        }
+
+    def param_space(self, chosen: dict[tuple[str, ...], Any] | None = None) -> dict[str, Any]:
+        """The dict handed to Tune: the config with search spaces overlaid (or, at each path of
+        ``chosen``, the value a trial drew)."""
         space = self.config.to_dict()
-        for path, domain in self.search_space.items():
+        for path, domain in {**self.space_paths(), **(chosen or {})}.items():
+            *parents, leaf = path
             node = space
-            # The new stack keeps model_config in a private attribute.
-            *parents, leaf = ("_model_config", *path[1:]) if path[0] == "model_config" else path
             for part in parents:
                 node = node.setdefault(part, {})
             node[leaf] = domain
         return space
+
+    def take_trial_values(self, chosen: dict[tuple[str, ...], Any]) -> None:
+        """Set the values one trial drew from the search spaces (a checkpoint's manifest has them)."""
+        space = self.param_space(chosen)
+        self.config.update_from_dict({path[0]: space[path[0]] for path in chosen})
 
 
 def _search_space(value: Any, where: str, ops: Any = SEARCH_SPACES) -> Any | None:
@@ -1177,4 +1192,5 @@ def stage_finish(b: Build) -> BuiltConfig:
         models=b.models,
         user_keys=b.user_keys,
         sampler=b.sampler,
+        experiment=record(b.exp, b.raw),
     )

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from ray.rllib.callbacks.callbacks import RLlibCallback
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -23,6 +25,13 @@ def add_callback(config: Any, event: str, hook: Callable[..., Any], *, first: bo
     """Call ``hook`` on ``event`` (e.g. ``"on_train_result"``) after the hooks set, or first if ``first``."""
     hooks = hook_list(getattr(config, f"callbacks_{event}", None))
     config.callbacks(**{event: [hook, *hooks] if first else [*hooks, hook]})
+
+
+def add_callback_class(config: Any, cls: type[RLlibCallback]) -> None:
+    """Add ``cls`` to the config's callbacks classes, keeping a user's (RLlib takes a list).  Both API
+    stacks take classes; the old one takes no callback functions."""
+    users = [c for c in hook_list(config.callbacks_class) if c is not RLlibCallback]
+    config.callbacks(callbacks_class=[*users, cls] if users else cls)
 
 
 READS_THE_EPISODE_ONLY = "reads_the_episode_only"

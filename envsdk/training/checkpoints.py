@@ -31,8 +31,9 @@ from envsdk.progress import RETURN, STEPS, lookup
 MANIFEST = "envsdk_checkpoint.json"
 RLLIB_MARKER = "rllib_checkpoint.json"
 # The checkpoint format this version writes and reads; CHANGELOG.md says what each one changed.
-# A newer format is refused with the version that wrote it; an older one would be migrated here.
-FORMAT = 1
+# A newer format is refused with the version that wrote it.  Format 1 (envsdk 0.1, 0.2) has no
+# experiment_spec: its config is unpickled (evaluation/restore.py); format 2 builds it again.
+FORMAT = 2
 
 
 def _sha256(path: Path) -> str:
@@ -139,7 +140,14 @@ class ManifestWriter(tune.Callback):
         if not folder.is_dir():  # remote storage: nothing local to describe
             return
         result = summary(trial.last_result or {}, self.run.get("score_attr"))
-        write_manifest(folder, {**self.run, "trial": trial.trial_id}, result)
+        searched = [[path, _at(trial.config, path)] for path in self.run.get("searched", [])]
+        write_manifest(folder, {**self.run, "trial": trial.trial_id, "searched": searched}, result)
+
+
+def _at(tree: dict[str, Any], path: list[str]) -> Any:
+    for part in path:
+        tree = tree[part]
+    return tree
 
 
 def summary(result: dict[str, Any], score_attr: str | None) -> dict[str, Any]:

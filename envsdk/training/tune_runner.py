@@ -10,7 +10,6 @@ live, and at the end come the best checkpoint and a reward-curve PNG.
 
 from __future__ import annotations
 
-import functools
 import time
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from envsdk.internals import without_object_store
 from envsdk.progress import RETURN, ProgressLine
 from envsdk.training import failures
 from envsdk.training.algorithm_config import BuiltConfig
-from envsdk.training.callbacks import add_callback
+from envsdk.training.callbacks import add_callback_class
 from envsdk.training.checkpoints import ManifestWriter, best_of, check_format, read_manifest
 from envsdk.training.guards import with_learner_stats
 from envsdk.training.in_process import run_trial, runs_in_process
@@ -55,19 +54,32 @@ def _run_info(exp: Experiment, built: BuiltConfig, score_attr: str | None, order
         ),
         "config_file": str(Path(exp.source).resolve()) if exp.source else None,
         "search_paths": [str(p) for p in built.search_paths],
+        # The experiment as built: loading a checkpoint builds its config again from this, with the
+        # code of the day (checkpoints.py: FORMAT), and takes only the weights and states from files.
+        "experiment_spec": built.experiment,
+        "searched": [list(path) for path in built.space_paths()],  # ManifestWriter adds the values
         "score_attr": score_attr,
         "score_mode": order,
         "ray_version": ray.__version__,
     }
 
 
-def restore_state(*, algorithm: Any, path: str, **_: Any) -> None:
-    """``on_algorithm_init`` hook for --restore: start from a checkpoint's state.
+class _RestoreOnInit(RLlibCallback):
+    """--restore: the algorithm starts from a checkpoint's state (:func:`restore_hook` sets the path).
 
     ``load_checkpoint`` (not ``restore_from_path``) so that ``on_checkpoint_loaded`` hooks run, as on
-    ``--resume`` (self-play's env runners take the checkpoint's learning team there).
+    ``--resume`` (self-play's env runners take the checkpoint's learning team there).  A class, not a
+    callback function, because the old API stack (ModelV2 plugins) takes only classes.
     """
-    algorithm.load_checkpoint(path)
+
+    path = ""
+
+    def on_algorithm_init(self, *, algorithm: Any, **kwargs: Any) -> None:
+        algorithm.load_checkpoint(self.path)
+
+
+def restore_hook(path: str) -> type[RLlibCallback]:
+    return type("RestoreOnInit", (_RestoreOnInit,), {"path": path})
 
 
 def run_experiment(
@@ -90,8 +102,7 @@ def run_experiment(
         manifest = read_manifest(Path(restore))
         if manifest is not None:  # a format this version cannot read: said before anything starts
             check_format(Path(restore), manifest)
-        hook = functools.partial(restore_state, path=str(Path(restore).resolve()))
-        add_callback(built.config, "on_algorithm_init", hook)
+        add_callback_class(built.config, restore_hook(str(Path(restore).resolve())))
     run_info = _run_info(exp, built, score_attr, order)
     started = time.time()
     asked_for_restarts = bool(built.user_keys & set(failures.USER_KEYS))
@@ -109,9 +120,7 @@ def run_experiment(
                 painter=painter,
             )
     interrupter = Interrupter(exp_dir)
-    current = built.config.callbacks_class  # keep a user's callbacks class: RLlib takes a list
-    users = [c for c in (current if isinstance(current, list) else [current]) if c is not RLlibCallback]
-    built.config.callbacks(callbacks_class=[*users, CheckpointOnRequest] if users else CheckpointOnRequest)
+    add_callback_class(built.config, CheckpointOnRequest)
     checkpoint_config = tune.CheckpointConfig(
         num_to_keep=exp.keep_checkpoints_num,
         checkpoint_score_attribute=score_attr,

@@ -1,0 +1,80 @@
+"""A checkpoint outlives an upgrade: what an earlier commit trained rolls out, exports and resumes.
+
+``tests/checkpoints/<commit>/`` holds checkpoints that the code of ``<commit>``
+wrote (``tests/checkpoints/make.py``), one per kind: single-agent PPO, SAC,
+multi-agent, self-play, a ModelV2 plugin, an RLModule plugin and a Unity game on
+the stand-in.  Every set stays: each later commit must still read all of them.
+The files are copied first (a rollout writes beside its checkpoint), and the
+env modules are found as a user who moved the checkpoint would find them: on
+``PYTHONPATH``, since the folders recorded in the checkpoint are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from envsdk.training.checkpoints import FORMAT, MANIFEST
+from tests.helpers import ROOT, run_group, run_train
+
+pytestmark = pytest.mark.slow
+
+SETS = ROOT / "tests" / "checkpoints"
+KEPT = [  # (checkpoint, its kind's config and train.py arguments)
+    (folder / kind, about["kinds"][kind])
+    for folder in sorted(p for p in SETS.iterdir() if (p / "about.json").is_file())
+    for about in [json.loads((folder / "about.json").read_text())]
+    for kind in about["kinds"]
+]
+
+
+def test_every_format_is_kept() -> None:
+    """A set of checkpoints in each format up to today's, so that each migration stays tested."""
+    formats = {json.loads((checkpoint / MANIFEST).read_text())["format"] for checkpoint, _ in KEPT}
+    assert formats == set(range(1, FORMAT + 1))
+
+
+def result_of(checkpoint: Path) -> dict:
+    result: dict = json.loads((checkpoint / MANIFEST).read_text())["result"]
+    return result
+
+
+@pytest.mark.parametrize(("kept", "kind"), KEPT, ids=[f"{c.parent.name}-{c.name}" for c, _ in KEPT])
+def test_rolls_out_exports_and_resumes(
+    kept: Path, kind: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(kept, checkpoint)
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "configs"))
+    rollout = [str(ROOT / "rollout.py"), str(checkpoint), "--episodes", "1", "--no-out"]
+    rollout += ["--export-onnx", str(tmp_path / "policy.onnx")]
+    if kept.name.startswith("unity"):
+        rollout += ["--export-unity", str(tmp_path / "brains")]
+        if json.loads((kept / MANIFEST).read_text())["format"] == 1:
+            # Its config, unpickled, holds the player's path of the day: the user names where it is now.
+            # Format 2 builds the config again, and finds builds/Chase as training would.
+            rollout += ["--env-config", '{"file_name": "builds/Chase"}']
+    out = run_group([sys.executable, *rollout], timeout=240)
+    said = out.stdout + out.stderr
+    assert out.returncode == 0, said[-3000:]
+    assert re.search(r"episode 1: return -?\d", said), said[-2000:]
+    exported = re.findall(r"^onnx: (\S+) \(policy .*checked against torch with onnxruntime\)", said, re.M)
+    assert exported and all(Path(f).stat().st_size > 0 for f in exported), said[-2000:]
+    if kept.name.startswith("unity"):
+        assert (tmp_path / "brains" / "brains.json").is_file(), said[-2000:]
+
+    runs = tmp_path / "runs"
+    config = ROOT / "configs" / f"{kind['config']}.yaml"
+    args = ["-f", str(config), "--restore", str(checkpoint), "--stop-iters", "1"]
+    trained = run_train([*args, "--storage-path", str(runs), *kind["args"]], timeout=240)
+    assert trained.returncode == 0, (trained.stdout + trained.stderr)[-3000:]
+    resumed = result_of(sorted(runs.glob("*/*/checkpoint_*"))[-1])
+    before = result_of(kept)
+    # It went on from the checkpoint's state: one more iteration, and its env steps on top.
+    assert resumed["training_iteration"] == before["training_iteration"] + 1
+    assert resumed["num_env_steps_sampled_lifetime"] > before["num_env_steps_sampled_lifetime"]
