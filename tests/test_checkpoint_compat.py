@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from envsdk.training.checkpoints import FORMAT, MANIFEST
+from envsdk.errors import UserError
+from envsdk.evaluation.restore import load
+from envsdk.training.checkpoints import FORMAT, MANIFEST, read_manifest, write_manifest
 from tests.helpers import ROOT, run_group, run_train
-
-pytestmark = pytest.mark.slow
 
 SETS = ROOT / "tests" / "checkpoints"
 KEPT = [  # (checkpoint, its kind's config and train.py arguments)
@@ -35,8 +35,46 @@ KEPT = [  # (checkpoint, its kind's config and train.py arguments)
 
 def test_every_format_is_kept() -> None:
     """A set of checkpoints in each format up to today's, so that each migration stays tested."""
-    formats = {json.loads((checkpoint / MANIFEST).read_text())["format"] for checkpoint, _ in KEPT}
+    formats = {manifest_format(checkpoint) for checkpoint, _ in KEPT}
     assert formats == set(range(1, FORMAT + 1))
+
+
+def with_our_hook_renamed(kept: Path, folder: Path, format: int) -> Path:
+    """A copy of ``kept`` whose pickles name a hook of ours that this code does not have (as after a
+    rename), its manifest in ``format`` (format 1 has no experiment_spec) and matching its files."""
+    checkpoint = folder / "checkpoint"
+    shutil.copytree(kept, checkpoint)
+    for pickled in checkpoint.rglob("class_and_ctor_args.pkl"):  # same length: the pickles stay valid
+        pickled.write_bytes(pickled.read_bytes().replace(b"record_errors", b"record_errorz"))
+    manifest = read_manifest(checkpoint)
+    assert manifest is not None
+    run = (
+        manifest["run"]
+        if format > 1
+        else {k: v for k, v in manifest["run"].items() if k != "experiment_spec"}
+    )
+    write_manifest(checkpoint, run, manifest["result"])
+    written = json.loads((checkpoint / MANIFEST).read_text())
+    (checkpoint / MANIFEST).write_text(json.dumps({**written, "format": format}))
+    return checkpoint
+
+
+def test_a_checkpoint_loads_with_none_of_our_code_unpickled(tmp_path: Path) -> None:
+    """Format 2 builds the config again from the manifest, so our hooks' names in the pickles do not
+    matter; format 1 unpickles them, and where one is gone says which version wrote the checkpoint."""
+    kept = next(c for c, _ in KEPT if c.name == "cartpole-ppo" and manifest_format(c) == FORMAT)
+    restored = load(with_our_hook_renamed(kept, tmp_path / "now", FORMAT))
+    assert restored.algorithm == "PPO" and restored.env.name == "CartPole-v1"
+    assert not restored.config.is_multi_agent and restored.config.callbacks_on_environment_created
+    with pytest.raises(UserError) as refused:
+        load(with_our_hook_renamed(kept, tmp_path / "then", 1))
+    said = str(refused.value)
+    assert "was written by envsdk 0.3.0" in said and "record_errorz" in said, said
+    assert "roll it out or export it with envsdk 0.3.0" in said, said
+
+
+def manifest_format(checkpoint: Path) -> int:
+    return int(json.loads((checkpoint / MANIFEST).read_text())["format"])
 
 
 def result_of(checkpoint: Path) -> dict:
@@ -44,6 +82,7 @@ def result_of(checkpoint: Path) -> dict:
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("kept", "kind"), KEPT, ids=[f"{c.parent.name}-{c.name}" for c, _ in KEPT])
 def test_rolls_out_exports_and_resumes(
     kept: Path, kind: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

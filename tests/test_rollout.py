@@ -322,7 +322,8 @@ def test_bad_input_exits_2(trained, tmp_path, case, message):
     elif case == "missing-env-module":
         path = copy_checkpoint(trained["multi"], tmp_path)
         run = read_manifest(path)["run"]
-        moved = {"search_paths": [str(tmp_path)], "experiment_spec": {**run["experiment_spec"], "source": None}}
+        spec = {**run["experiment_spec"], "source": None}
+        moved = {"search_paths": [str(tmp_path)], "experiment_spec": spec}
         write_manifest(path, {**run, **moved}, read_manifest(path)["result"])
     elif case == "episodes-and-steps":
         extra = ["--episodes", "1", "--steps", "10"]

@@ -7,6 +7,11 @@ runners were built from, the module weights and the connector state.  This
 module loads exactly that, after :func:`envsdk.training.checkpoints.verify` has
 checked the files, and re-resolves the env as ``train.py`` did (module path
 next to the YAML the run came from).
+
+The config is built again from the experiment the manifest records (checkpoint
+format 2), with the code of the day: RLlib pickles the config whole, our hooks
+included by module path, and a hook that has moved or changed its signature
+since would break the checkpoint.  Format 1 has no record: its config is unpickled.
 """
 
 from __future__ import annotations
