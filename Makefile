@@ -9,7 +9,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: train test test-fast lint bench clean sysdeps docs
+.PHONY: train test test-fast test-stock lint bench clean sysdeps docs
 
 $(STAMP): requirements.lock requirements-cuda.lock pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,11 @@ test-fast: $(STAMP)
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy
 	$(PY) -m pytest -q -m "not slow"
+
+# The fast tests on stock RLlib: every substitution of envsdk/substitutions.py off (a test of one
+# of them keeps that one on). `make test` trains every config and the RLlib-parity cases this way too.
+test-stock: $(STAMP)
+	ENVSDK_STOCK=1 $(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS)
 
 # The docs site (docs/ and mkdocs.yml) into site/; `.venv/bin/mkdocs serve` shows it live.
 docs: $(STAMP)

@@ -3,23 +3,22 @@
 Importing envsdk changes no third-party object.  :func:`install` puts these in place; train.py
 and rollout.py call it once, and the ``on_environment_created`` hook (:func:`on_env_runner`) calls
 it in every process that builds an env runner (remote env runners, a Tune trial's process), which
-happens before that process builds its connectors and learners.  ``--dry-run`` lists them;
-``ENVSDK_NO_PATCHES=1`` turns them all off, ``ENVSDK_NO_PATCHES=fused-adam,polyak-in-place``
-some; ``benchmarks/speedups.py`` measures what each one buys.  Each is in :mod:`envsdk.internals`
+happens before that process builds its connectors and learners.  They are the ``patch`` entries
+of :mod:`envsdk.substitutions`' table, switched off as the others are (``ENVSDK_STOCK``,
+``stock:``, and the older ``ENVSDK_NO_PATCHES=1`` or ``=fused-adam,polyak-in-place``);
+``benchmarks/speedups.py`` measures what each one buys.  Each is in :mod:`envsdk.internals`
 with the test of its assumption.
 """
 
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from envsdk import internals
-
-OFF = "ENVSDK_NO_PATCHES"
+from envsdk.substitutions import off_in_environment
 
 SPEEDUPS: dict[str, tuple[Callable[[], None], str]] = {
     "connector-frames": (
@@ -45,34 +44,24 @@ SPEEDUPS: dict[str, tuple[Callable[[], None], str]] = {
 }
 
 
-def wanted() -> list[str]:
-    """The speed-ups ``ENVSDK_NO_PATCHES`` leaves on (``1``: none; a comma list: all but those)."""
-    off = os.environ.get(OFF, "").strip()
-    if off == "1":
-        return []
-    skipped = {name.strip() for name in off.split(",") if name.strip()}
+def wanted(off: set[str] | None = None) -> list[str]:
+    """The speed-ups left on when ``off`` (default: what the environment turns off) are off."""
+    skipped = off_in_environment() if off is None else off
     return [name for name in SPEEDUPS if name not in skipped]
 
 
-def install() -> list[str]:
+def install(off: set[str] | None = None) -> list[str]:
     """Install the wanted speed-ups in this process (idempotent); returns their names."""
-    names = wanted()
+    names = wanted(off)
     for name in names:
         SPEEDUPS[name][0]()
     return names
 
 
-def on_env_runner(**_: Any) -> None:
-    """``on_environment_created`` hook: :func:`install` in the env runner's process."""
-    install()
-
-
-def check_names() -> list[str]:
-    """Names in ``ENVSDK_NO_PATCHES`` that are no speed-up (a typo would silently keep one on)."""
-    off = os.environ.get(OFF, "").strip()
-    if off in ("", "1"):
-        return []
-    return [n.strip() for n in off.split(",") if n.strip() and n.strip() not in SPEEDUPS]
+def on_env_runner(*, off: tuple[str, ...] | list[str] = (), **_: Any) -> None:
+    """``on_environment_created`` hook: :func:`install` in the env runner's process, but for the
+    patches the environment or the experiment's ``stock:`` (``off``) turns off."""
+    install(off_in_environment() | set(off))
 
 
 @contextmanager
@@ -82,9 +71,9 @@ def untracked_imports() -> Iterator[None]:
     Importing RLlib (torch, Ray, Tune) allocates about half a million objects, kept for the life
     of the process: the collector runs hundreds of times during the import and frees nothing,
     then every full collection of a training run walks them again.  train.py and rollout.py
-    import under this; ``ENVSDK_NO_PATCHES=1`` leaves the collector alone.
+    import under this; turning off ``frozen-imports`` (envsdk/substitutions.py) leaves it alone.
     """
-    if os.environ.get(OFF, "").strip() == "1":
+    if "frozen-imports" in off_in_environment():
         yield
         return
     collecting = gc.isenabled()

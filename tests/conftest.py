@@ -85,7 +85,8 @@ def fresh_notices() -> None:
 LONGEST_FIRST = [
     "test_corpus.py", "test_spaces.py", "test_configs.py", "test_self_play.py", "test_unity_training.py",
     "test_ecosystem.py", "test_env_faults.py", "test_rllib_parity.py", "test_transition_replay.py",
-    "test_rollout.py", "test_checkpoint_compat.py", "test_training.py", "test_internals.py", "test_offline.py",
+    "test_rollout.py", "test_checkpoint_compat.py", "test_training.py", "test_internals.py",
+    "test_offline.py",
 ]  # fmt: skip
 
 
@@ -97,6 +98,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
+@pytest.fixture(autouse=True)
+def substitutions_under_test(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite may run on stock RLlib (ENVSDK_STOCK=1, envsdk/substitutions.py); a test of one of
+    the substitutions (``@pytest.mark.substitution("name")``) still runs with that one on."""
+    from envsdk import substitutions
+
+    mark = request.node.get_closest_marker("substitution")
+    if mark is None or not os.environ.get(substitutions.STOCK):
+        return
+    off = substitutions.off_in_environment() - set(mark.args)
+    monkeypatch.setenv(substitutions.STOCK, ",".join(sorted(off)) or "0")
+    monkeypatch.delenv(substitutions.NO_PATCHES, raising=False)
 
 
 @pytest.fixture(autouse=True)

@@ -9,6 +9,7 @@ import pytest
 
 from envsdk.config.experiment import load_experiments
 from envsdk.errors import UserError
+from envsdk.substitutions import TABLE
 from envsdk.training import algorithm_config as ac
 from envsdk.training.guards import arm_action_check
 
@@ -54,6 +55,7 @@ def test_env_applies_horizon_and_dropped_keys_as_wrappers(tmp_path):
     assert "horizon" not in b.values and b.evaluation_env is None
 
 
+@pytest.mark.substitution(*TABLE)
 def test_the_later_stages_build_a_checked_config_with_our_hooks(tmp_path):
     b = _build(tmp_path, "train_batch_size: 256\n")
     ac.stage_translate(b, {})
@@ -74,6 +76,7 @@ def test_the_later_stages_build_a_checked_config_with_our_hooks(tmp_path):
     assert built.config.algo_class is built.algo_class and built.env_info is b.info
 
 
+@pytest.mark.substitution("sac-learner", "transition-replay")
 def test_finish_puts_our_sac_in_place_of_rllibs(tmp_path):
     built = ac.build_config(_build(tmp_path, "", run="SAC", env="Pendulum-v1").exp, dry_run=True)
     assert built.algo_class.__module__ == "envsdk.training.off_policy"
@@ -111,6 +114,7 @@ def test_a_train_batch_size_search_moves_with_it_and_several_learners_are_refuse
         ac.stage_values(b)
 
 
+@pytest.mark.substitution("sac-learner")
 def test_critic_loss_reaches_sacs_learner_a_search_too_and_is_refused_elsewhere(tmp_path):
     built = ac.build_config(_build(tmp_path, "critic_loss: squared\n", run="SAC", env="Pendulum-v1").exp)
     assert built.config.learner_config_dict["critic_loss"] == "squared"

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from envsdk import internals
 from envsdk.errors import UserError
 from envsdk.evaluation.restore import load
 from envsdk.training.checkpoints import FORMAT, MANIFEST, read_manifest, write_manifest
@@ -44,7 +45,7 @@ def with_our_hook_renamed(kept: Path, folder: Path, format: int) -> Path:
     rename), its manifest in ``format`` (format 1 has no experiment_spec) and matching its files."""
     checkpoint = folder / "checkpoint"
     shutil.copytree(kept, checkpoint)
-    for pickled in checkpoint.rglob("class_and_ctor_args.pkl"):  # same length: the pickles stay valid
+    for pickled in checkpoint.rglob(internals.PIECE_CLASS_FILE):  # same length: the pickles stay valid
         pickled.write_bytes(pickled.read_bytes().replace(b"record_errors", b"record_errorz"))
     manifest = read_manifest(checkpoint)
     assert manifest is not None

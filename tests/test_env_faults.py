@@ -369,6 +369,7 @@ def test_non_finite_action_inputs_name_the_policy():
             check_action_inputs(batch)
 
 
+@pytest.mark.substitution("action-input-check")
 def test_a_runner_whose_weights_are_nan_names_the_policy_instead_of_torch():
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 

@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from envsdk import internals
 from envsdk.cli.train import main, parse_overrides
 from envsdk.config.experiment import load_experiments
 from envsdk.envs.registry import resolve_env
@@ -91,7 +92,7 @@ def test_overrides_and_search_spaces(tmp_path, capsys):
     space = build_config(exp, {"num_epochs": 2}).param_space()
     assert type(space["lr"]).__name__ == "Float"
     assert space["gamma"] == {"grid_search": [0.9, 0.99]}
-    assert type(space["_model_config"]["fcnet_hiddens"]).__name__ == "Categorical"
+    assert type(space[internals.MODEL_CONFIG_FIELD]["fcnet_hiddens"]).__name__ == "Categorical"
     assert space["num_epochs"] == 2
     assert run_cli(main, ["-f", str(path), "--dry-run", "--config.num_epochs=7"]) == 0
     assert "num_epochs: 7" in capsys.readouterr().out

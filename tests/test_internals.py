@@ -24,6 +24,8 @@ import pytest
 import ray
 
 from envsdk import internals
+from envsdk.substitutions import PATCHES
+from tests.helpers import ROOT
 
 
 def test_the_pinned_ray_is_the_one_checked():
@@ -634,6 +636,7 @@ print(json.dumps({name: get(*where) is before[name] for name, where in patched.i
 """
 
 
+@pytest.mark.substitution(*PATCHES)
 @pytest.mark.parametrize("off", ["", "1", "fused-adam", "episodes-converted-once"])
 def test_importing_envsdk_changes_nothing_and_install_changes_what_is_asked(off):
     from envsdk import speedups
@@ -653,6 +656,7 @@ def test_importing_envsdk_changes_nothing_and_install_changes_what_is_asked(off)
     assert {name for name, same in installed.items() if same} == skipped
 
 
+@pytest.mark.substitution("frozen-imports")
 def test_rollout_and_train_import_rllib_untracked_and_frozen():
     code = (
         "import gc\n"
@@ -853,3 +857,43 @@ def test_module_passes_are_torch_rl_modules_forward_under_no_grad():
         module_class=Exploring, observation_space=env.observation_space, action_space=env.action_space
     )
     assert not internals.keeps_default_passes(spec.build())
+
+
+def test_the_checkpoint_layout_is_rllibs():
+    """internals' names for RLlib's checkpoint files: a module saved now by RLlib, and checkpoints
+    of both API stacks that train.py wrote through RLlib (tests/checkpoints)."""
+    import tempfile
+
+    import gymnasium as gym
+    from ray.rllib.algorithms.ppo import PPOConfig
+
+    env = gym.make("CartPole-v1")
+    module = PPOConfig().environment("CartPole-v1").get_rl_module_spec(env=env).build()
+    with tempfile.TemporaryDirectory() as folder:
+        module.save_to_path(folder)
+        assert (Path(folder) / internals.MODULE_STATE_FILE).is_file()
+        assert (Path(folder) / internals.PIECE_CLASS_FILE).is_file()
+    kept = sorted((ROOT / "tests" / "checkpoints").glob("*/cartpole-ppo"))[-1]
+    assert (kept / internals.CHECKPOINT_MARKER).is_file()
+    assert (kept / internals.MODULE_DIR / "default_policy" / internals.MODULE_STATE_FILE).is_file()
+    for connector in internals.CONNECTOR_DIRS:
+        assert (kept / internals.ENV_RUNNER_DIR / connector / internals.PIECE_STATE_FILE).is_file()
+    old_stack = sorted((ROOT / "tests" / "checkpoints").glob("*/custom-model-modelv2"))[-1]
+    assert (old_stack / internals.ALGORITHM_STATE_FILE).is_file()
+
+
+def test_the_private_config_fields_are_rllibs():
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.algorithms.sac import SACConfig
+
+    config = PPOConfig().rl_module(model_config={"fcnet_hiddens": [7]})
+    assert config.to_dict()[internals.MODEL_CONFIG_FIELD]["fcnet_hiddens"] == [7]
+    assert internals.per_learner_batch_unset(PPOConfig().to_dict())  # derived from train_batch_size
+    assert not internals.per_learner_batch_unset(SACConfig().to_dict())  # SAC sets its own
+
+
+def test_episode_clocks_are_fields_of_an_episodes_state():
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    state = SingleAgentEpisode().get_state()
+    assert set(internals.EPISODE_CLOCKS) <= set(state)

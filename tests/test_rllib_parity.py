@@ -269,14 +269,15 @@ def parity_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
     folder = tmp_path_factory.mktemp("parity")
     _models(folder, "lstm_containing_rlm")
     (folder / "registering_env.py").write_text(REGISTERING_ENV)
-    experiments = {
-        name: {
+    experiments = {  # each also with every substitution off (envsdk/substitutions.py): stock RLlib
+        name + suffix: {
             "run": "PPO",
             "env": spec["env"],
             "stop": {"training_iteration": 2},
-            "config": {**SMALL, **spec.get("config", {})},
+            "config": {**SMALL, **spec.get("config", {}), **stock},
         }
         for name, spec in EXPERIMENTS.items()
+        for suffix, stock in (("", {}), ("-stock", {"stock": True}))
     }
     return train_experiments(folder, experiments, ray_address)
 
@@ -287,7 +288,7 @@ def _checkpoint(results: Path, name: str) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", list(EXPERIMENTS))
+@pytest.mark.parametrize("name", [name + suffix for name in EXPERIMENTS for suffix in ("", "-stock")])
 def test_rllib_examples_train_and_roll_out(parity_runs, name):
     out, results = parity_runs
     assert f"done: {name}:" in out.stdout
@@ -435,6 +436,7 @@ def crash_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
                 **SMALL,
                 **runners,
                 **({"sampler": "rllib"} if sampler == "rllib" else {}),
+                **({"stock": True} if sampler == "stock" else {}),
                 "env_config": {
                     "p_crash": 0.015,
                     "crash_on_worker_indices": [runners["num_env_runners"] and 1],
@@ -445,8 +447,10 @@ def crash_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
         for name, runners, sampler in [
             ("remote-batched", remote, "batched"),
             ("remote-rllib", remote, "rllib"),
+            ("remote-stock", remote, "stock"),  # every substitution off: envsdk/substitutions.py
             ("local-batched", local, "batched"),
             ("local-rllib", local, "rllib"),
+            ("local-stock", local, "stock"),
         ]
     }
     out, _ = train_experiments(folder, experiments, ray_address)
@@ -454,7 +458,9 @@ def crash_runs(ray_address, tmp_path_factory) -> tuple[Any, Path]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["remote-batched", "remote-rllib", "local-batched", "local-rllib"])
+@pytest.mark.parametrize(
+    "name", ["remote-batched", "remote-rllib", "remote-stock", "local-batched", "local-rllib", "local-stock"]
+)
 def test_a_crashing_env_with_restarts_trains_on_and_its_restarts_are_counted(crash_runs, name):
     import re
 

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 import envsdk
+from envsdk import internals
 from tests.helpers import ROOT, rollout_here, run_train
 
 EPISODE = re.compile(r"^episode (\d+): return (-?[\d.]+), length (\d+)(.*)$", re.M)
@@ -262,7 +263,7 @@ def copy_checkpoint(src_experiment: Path, dst: Path) -> Path:
 
 def test_damaged_checkpoint_is_refused(trained, tmp_path):
     ckpt = copy_checkpoint(trained["cartpole"], tmp_path)
-    state = ckpt / "learner_group" / "learner" / "rl_module" / "default_policy" / "module_state.pkl"
+    state = ckpt / internals.MODULE_DIR / "default_policy" / internals.MODULE_STATE_FILE
     state.write_bytes(state.read_bytes()[:100])
     out = rollout_here(ckpt, "--episodes", "1")
     assert out.returncode == 2
@@ -315,7 +316,7 @@ def test_bad_input_exits_2(trained, tmp_path, case, message):
         extra = ["--run", "DQN"]
     elif case == "ray-version":
         path = copy_checkpoint(trained["cartpole"], tmp_path)
-        marker = path / "rllib_checkpoint.json"
+        marker = path / internals.CHECKPOINT_MARKER
         marker.write_text(marker.read_text().replace('"2.60.0"', '"1.9.0"'))
         manifest = read_manifest(path)
         write_manifest(path, manifest["run"], manifest["result"])

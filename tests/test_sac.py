@@ -283,5 +283,6 @@ def test_a_squared_critic_loss_is_half_the_squared_td_error(tmp_path, monkeypatc
             algo.stop()
 
 
+@pytest.mark.substitution("sac-learner", "transition-replay")
 def test_sac_runs_get_the_single_pass_learner(tmp_path):
     assert built_config(tmp_path, "SAC", "box", "box", False).config.learner_class is SACTorchLearner

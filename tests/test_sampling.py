@@ -21,13 +21,16 @@ import numpy as np
 import pytest
 import torch
 
+from envsdk import internals
 from envsdk.errors import UserError
 from envsdk.training import batched_runner
 from envsdk.training.batched_runner import BatchedEnvRunner
 from tests.helpers import ROOT, built_config
 from tests.test_spaces import CASES, case_name
 
-TIMING = ("id_", "_start_time", "_last_step_time")  # per run, not per loop
+pytestmark = pytest.mark.substitution("batched-sampler")  # the batched loop, tested on stock runs too
+
+TIMING = ("id_", *internals.EPISODE_CLOCKS)  # per run, not per loop
 
 
 def _same(a: Any, b: Any, where: str) -> None:
@@ -176,7 +179,7 @@ def test_seeded_runners_draw_the_same_actions_and_unseeded_ones_differ(tmp_path)
 @pytest.mark.parametrize(
     ("config", "why"),
     [
-        ({"observation_filter": "MeanStdFilter"}, "env_to_module_connector"),
+        ({"observation_filter": "MeanStdFilter"}, internals.CONNECTOR_DIRS[0]),
         ({"model_config": {"use_lstm": True, "max_seq_len": 4}}, "recurrent"),
         ({"callbacks_on_episode_step": "hooks.step"}, "on_episode_step callback hooks.step"),
         ({"callbacks_on_episode_end": "hooks.end"}, "on_episode_end callback hooks.end"),

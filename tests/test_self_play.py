@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from envsdk import internals
 from envsdk.config.self_play import SelfPlaySettings, TeamsByName
 from envsdk.errors import UserError
 from envsdk.training.self_play import LATEST, Ledger, _count, elo_change, game_result, interleaved
@@ -192,9 +193,7 @@ def test_sigterm_then_resume_continues_the_pool_and_the_ratings(ray_address, tmp
 def _module_state(checkpoint: Path, module: str) -> dict:
     from ray.rllib.core.rl_module.rl_module import RLModule
 
-    return RLModule.from_checkpoint(
-        checkpoint / "learner_group" / "learner" / "rl_module" / module
-    ).get_state()
+    return RLModule.from_checkpoint(checkpoint / internals.MODULE_DIR / module).get_state()
 
 
 def _same(a: dict, b: dict) -> bool:

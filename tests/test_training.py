@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from envsdk import internals
 from envsdk.evaluation.restore import load
 from envsdk.training.checkpoints import verify
 from tests.helpers import (
@@ -192,7 +193,7 @@ def test_local_ray_only_when_needed_and_gone_after(tmp_path, runners):
         assert "gputil" not in out.stderr  # advice about a package nobody needs, once per algorithm
         assert bool(list(temp.glob("session_*"))) is (runners > 0)
         assert not processes_mentioning(str(temp))
-        assert (trial_dirs(tmp_path)[0] / "checkpoint_000000" / "algorithm_state.pkl").is_file()
+        assert (trial_dirs(tmp_path)[0] / "checkpoint_000000" / internals.ALGORITHM_STATE_FILE).is_file()
     finally:
         shutil.rmtree(temp, ignore_errors=True)
 
@@ -250,9 +251,11 @@ def test_a_ray_1x_grid_over_model_options_trains_each_network(train, tmp_path):
     widths = {}
     for trial in trial_dirs(train.results):
         (ckpt,) = trial.glob("checkpoint_*")
-        module = RLModule.from_checkpoint(ckpt / "learner_group" / "learner" / "rl_module" / "default_policy")
+        module = RLModule.from_checkpoint(ckpt / internals.MODULE_DIR / "default_policy")
         layers = [m for m in module.modules() if isinstance(m, nn.Linear)]
-        hidden = json.loads((trial / "params.json").read_text())["_model_config"]["fcnet_hiddens"]
+        hidden = json.loads((trial / "params.json").read_text())[internals.MODEL_CONFIG_FIELD][
+            "fcnet_hiddens"
+        ]
         assert layers[0].out_features == hidden[0], (hidden, layers)
         assert any(m.out_features == 3 for m in layers)  # post_fcnet_hiddens: the heads' layer
         widths[trial.name] = hidden[0]
@@ -310,7 +313,7 @@ def test_a_grid_in_env_config_gives_each_trial_its_env(train, tmp_path):
         env_config = json.loads((trial / "params.json").read_text())["env_config"]
         assert env_config["noise"] == {"uniform": [0, 1]}  # not a search space inside env_config: the env's
         (ckpt,) = trial.glob("checkpoint_*")
-        module = RLModule.from_checkpoint(ckpt / "learner_group" / "learner" / "rl_module" / "default_policy")
+        module = RLModule.from_checkpoint(ckpt / internals.MODULE_DIR / "default_policy")
         first = next(m for m in module.modules() if isinstance(m, nn.Linear))
         assert first.in_features == env_config["size"], (env_config, first)
         sizes.append(env_config["size"])

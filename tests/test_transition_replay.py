@@ -474,7 +474,7 @@ def test_rllibs_multi_agent_replay_with_int_agent_ids_checkpoints(tmp_path):
             assert "qf_loss" in result["learners"]["p0"]
             assert set(result["replay_buffer"]["num_agent_steps_added"]) >= {"0", "1"}
             algo.save_to_path(str(tmp_path / "checkpoint"))
-            assert (tmp_path / "checkpoint" / "algorithm_state.pkl").is_file()
+            assert (tmp_path / "checkpoint" / internals.ALGORITHM_STATE_FILE).is_file()
         finally:
             algo.stop()
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import envsdk
-from envsdk import internals, speedups
+from envsdk import internals, speedups, substitutions
 from envsdk.config import legacy
 from envsdk.config.yamlio import LineDict, parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
@@ -216,11 +216,12 @@ def dry_run(exp: Any, built: Any) -> None:
             "search_space": {"/".join(k): str(v) for k, v in built.search_space.items()},
             "models": built.models,
             "sampler": built.sampler,
-            "speed-ups": speedups.wanted() or f"none ({speedups.OFF})",
+            "substitutions in force": [n for n in substitutions.TABLE if n not in built.substitutions_off],
             "config (differs from RLlib defaults)": changed,
         }
     }
     print(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100).rstrip())
+    print("\n".join(substitutions.report(built.substitutions_off)))
 
 
 def main(argv: list[str], prog: str = "train.py") -> int:
@@ -233,15 +234,16 @@ def main(argv: list[str], prog: str = "train.py") -> int:
     if args.redis_password:
         notice("--redis-password is ignored: Ray 2 clusters need no Redis password")
     experiments = load(args, overrides)
-    unknown = speedups.check_names()
-    if unknown:
-        raise UserError(
-            f"{speedups.OFF} names no speed-up {', '.join(map(repr, unknown))}",
-            f"use 1 (all off) or some of: {', '.join(speedups.SPEEDUPS)}",
+    # The patches act on the whole process: off for every experiment if one turns it off.
+    off = substitutions.off_in_environment().union(
+        *(
+            substitutions.off_in_config(e.config.get(substitutions.KEY), e.config.where(substitutions.KEY))
+            for e in experiments
         )
+    )
     with speedups.untracked_imports():  # RLlib's import (torch, Ray, Tune), out of the collector's way
         from envsdk.training.algorithm_config import build_config
-    speedups.install()
+    speedups.install(off)
 
     built = [build_config(exp, exp.overrides, dry_run=args.dry_run) for exp in experiments]
     if args.dry_run:

@@ -12,6 +12,17 @@ from typing import Any
 from envsdk import internals
 from envsdk.errors import UserError
 from envsdk.notices import notice
+from envsdk.substitutions import NO_PATCHES, STOCK
+
+
+def workers_env_vars(pythonpath: str) -> dict[str, str]:
+    """What a joined cluster's workers get from this driver: its paths, and its choice of
+    substitutions (envsdk.substitutions: ENVSDK_STOCK, ENVSDK_NO_PATCHES)."""
+    env_vars = {"PYTHONPATH": pythonpath} if pythonpath else {}
+    for switch in (STOCK, NO_PATCHES):
+        if os.environ.get(switch):
+            env_vars[switch] = os.environ[switch]
+    return env_vars
 
 
 def start_ray(
@@ -44,9 +55,7 @@ def start_ray(
     }
     if address:
         # A cluster's workers were started without our paths: they come with a runtime env.
-        env_vars = {"PYTHONPATH": pythonpath} if pythonpath else {}
-        if os.environ.get("ENVSDK_NO_PATCHES"):  # envsdk.speedups: the workers' choice is the driver's
-            env_vars["ENVSDK_NO_PATCHES"] = os.environ["ENVSDK_NO_PATCHES"]
+        env_vars = workers_env_vars(pythonpath)
         kwargs["runtime_env"] = {"env_vars": env_vars} if env_vars else None
         if address == "auto" and not os.environ.get("RAY_ADDRESS"):
             raise UserError("--ray-address auto, but RAY_ADDRESS is not set", "pass the head's host:port")

@@ -28,7 +28,8 @@ from envsdk.envs.time_limit import limit, own_limit
 from envsdk.evaluation.opponents import LATEST_WEIGHTS, Opponent, self_play_policies
 from envsdk.evaluation.opponents import apply as apply_opponent
 from envsdk.evaluation.recording import HUMAN, RENDER, Recorder, Window, enable_rgb_render, wrap
-from envsdk.evaluation.restore import ENV_RUNNER_DIR, Restored
+from envsdk.evaluation.restore import Restored
+from envsdk.internals import ENV_RUNNER_DIR
 from envsdk.training.observation_filter import RAW_OBSERVATIONS, freeze_observation_filter
 from envsdk.training.self_play import episode_games
 

@@ -53,6 +53,7 @@ from envsdk.envs.default_models.spaces import (
 )
 from envsdk.errors import UserError
 from envsdk.evaluation.restore import Restored
+from envsdk.internals import MODULE_STATE_FILE
 from envsdk.training.observation_filter import Statistics, saved_statistics
 from envsdk.training.self_play import is_self_play_module
 
@@ -220,7 +221,7 @@ def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
     found = sorted(
         p
         for p in restored.module_dir.iterdir()
-        if (p / "module_state.pkl").is_file() and not is_self_play_module(p.name)  # trained policies only
+        if (p / MODULE_STATE_FILE).is_file() and not is_self_play_module(p.name)  # trained policies only
     )
     config = restored.config
     bounds = (bool(config.normalize_actions), bool(config.clip_actions))

@@ -30,11 +30,16 @@ from envsdk.config.yamlio import merge
 from envsdk.envs.imports import add_to_sys_path
 from envsdk.envs.registry import EnvWrappers, ResolvedEnv, resolve_env
 from envsdk.errors import UserError
+from envsdk.internals import (
+    ALGORITHM_STATE_FILE,
+    CHECKPOINT_MARKER,
+    ENV_RUNNER_DIR,
+    MODULE_DIR,
+    PIECE_CLASS_FILE,
+)
 from envsdk.notices import muted, notice
-from envsdk.training.checkpoints import RLLIB_MARKER, verify
+from envsdk.training.checkpoints import verify
 
-ENV_RUNNER_DIR = "env_runner"
-MODULE_DIR = Path("learner_group") / "learner" / "rl_module"
 POLICIES_DIR = "policies"
 
 
@@ -112,10 +117,10 @@ def _unreadable(path: Path, by: WrittenBy, err: Exception) -> UserError:
 
 def _check_version(checkpoint: Path) -> str:
     try:
-        meta = json.loads((checkpoint / RLLIB_MARKER).read_text())
+        meta = json.loads((checkpoint / CHECKPOINT_MARKER).read_text())
     except ValueError as err:
         raise UserError(
-            f"damaged checkpoint {checkpoint}: {RLLIB_MARKER} is not JSON", "pick another checkpoint"
+            f"damaged checkpoint {checkpoint}: {CHECKPOINT_MARKER} is not JSON", "pick another checkpoint"
         ) from err
     written_by = str(meta.get("ray_version", "unknown"))
     if written_by.split(".")[0] != ray.__version__.split(".")[0]:
@@ -201,8 +206,8 @@ def _new_stack(checkpoint: Path, info: dict[str, Any], by: WrittenBy) -> _Stack:
     if built is not None:
         config, algo_class = built.config, built.algo_class
     else:
-        algo_class = _unpickle(checkpoint / "class_and_ctor_args.pkl", by)["class"]
-        ctor = _unpickle(checkpoint / ENV_RUNNER_DIR / "class_and_ctor_args.pkl", by)
+        algo_class = _unpickle(checkpoint / PIECE_CLASS_FILE, by)["class"]
+        ctor = _unpickle(checkpoint / ENV_RUNNER_DIR / PIECE_CLASS_FILE, by)
         config = ctor["ctor_args_and_kwargs"][1]["config"]
     return _Stack(algo_class, config, config.env, dict(config.env_config or {}), config.is_multi_agent)
 
@@ -229,7 +234,7 @@ def _rebuilt(info: dict[str, Any]) -> Any:
 
 
 def _old_stack(checkpoint: Path, by: WrittenBy) -> _Stack:
-    state = _unpickle(checkpoint / "algorithm_state.pkl", by)
+    state = _unpickle(checkpoint / ALGORITHM_STATE_FILE, by)
     config = state["config"]
     if not isinstance(config, dict):
         config = config.to_dict()

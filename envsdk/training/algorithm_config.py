@@ -38,7 +38,7 @@ from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.policy.policy import PolicySpec
 
-from envsdk import speedups
+from envsdk import internals, speedups, substitutions
 from envsdk.config import legacy, offline
 from envsdk.config.env_checks import EnvCheckSettings
 from envsdk.config.experiment import Experiment, record
@@ -117,6 +117,7 @@ EXTRA_KEYS = {
     "env_checks",
     "sampler",
     "critic_loss",
+    substitutions.KEY,
 }
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
@@ -162,6 +163,7 @@ class BuiltConfig:
     user_keys: set[str] = field(default_factory=set)  # config keys the YAML or --config set (2.60 names)
     sampler: str = "rllib"  # the env runners' sampling loop: "batched", or "rllib (why)"
     max_concurrent: int | None = None  # Tune trials at once, when they do not all fit (resources.fit)
+    substitutions_off: set[str] = field(default_factory=set)  # substitutions.py: those turned off
     # The experiment as built (config.experiment.record): checkpoints rebuild their config from it
     experiment: dict[str, Any] = field(default_factory=dict)
 
@@ -185,7 +187,7 @@ class BuiltConfig:
         """Where each search space sits in :meth:`param_space`, and its domain."""
         # The new stack keeps model_config in a private attribute.
         return {
-            ("_model_config", *path[1:]) if path[0] == "model_config" else path: domain
+            (internals.MODEL_CONFIG_FIELD, *path[1:]) if path[0] == "model_config" else path: domain
             for path, domain in self.search_space.items()
         }
 
@@ -835,6 +837,7 @@ class Build:
     config: Any = None  # the AlgorithmConfig
     models: list[str] = field(default_factory=list)
     sampler: str = "batched"  # the `sampler:` key; then what the env runners use (see stage_sampler)
+    off: set[str] = field(default_factory=set)  # substitutions turned off (substitutions.py)
 
 
 def build_config(
@@ -886,6 +889,9 @@ def stage_values(b: Build) -> None:
     """Every value checked (evaluation_config's too), callbacks imported, our own blocks parsed."""
     values = b.values
     defaults = b.default_config.to_dict()
+    b.off = substitutions.off_in_environment() | substitutions.off_in_config(
+        values.pop(substitutions.KEY, None), values.where(substitutions.KEY)
+    )
     _check_values(values, defaults, b.search, b.spelled)
     _per_learner_batch(b, defaults)
     _critic_loss(b)
@@ -925,7 +931,7 @@ def _per_learner_batch(b: Build, defaults: dict[str, Any]) -> None:
     values = b.values
     if "train_batch_size" not in values or "train_batch_size_per_learner" in values:
         return
-    if defaults.get("_train_batch_size_per_learner") is None:
+    if internals.per_learner_batch_unset(defaults):
         return
     if (values.get("num_learners") or defaults.get("num_learners") or 0) > 1:
         raise UserError(
@@ -963,6 +969,12 @@ def _critic_loss(b: Build) -> None:
             f"{where}: critic_loss is a setting of RLlib's SAC learner on the new API stack,"
             f" which this {b.exp.run} config does not train with",
             "remove critic_loss (or train with run: SAC and RLlib's SAC learner)",
+        )
+    if "sac-learner" in b.off:
+        raise UserError(
+            f"{where}: critic_loss is read by envsdk's SAC learner, which stock: (or {substitutions.STOCK})"
+            " turns off; RLlib's own learner always uses the huber loss",
+            "remove critic_loss, or keep the sac-learner substitution on",
         )
     values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), CRITIC_LOSS: value}
     if domain is not None:
@@ -1114,7 +1126,7 @@ def stage_assemble(b: Build) -> None:
                 config, b.self_play, b.info, b.multi_agent, model, b.target or b.env, b.env_config, values
             )
         config.validate()
-        guards.install(config, b.env_checks, values.where("env_checks"), "sample_timeout_s" in values)
+        guards.install(config, b.env_checks, values.where("env_checks"), "sample_timeout_s" in values, b.off)
     except (ValueError, TypeError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(
@@ -1135,7 +1147,11 @@ def stage_hooks(b: Build) -> None:
         add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
     if b.model.old_stack:
         return  # the old stack smooths its episode metrics itself, and takes no callback functions
-    add_callback(config, "on_environment_created", speedups.on_env_runner, first=True)
+    patches_off = sorted(set(substitutions.PATCHES) & b.off)
+    hook = (
+        functools.partial(speedups.on_env_runner, off=patches_off) if patches_off else speedups.on_env_runner
+    )
+    add_callback(config, "on_environment_created", hook, first=True)
     add_callback(config, "on_episode_end", episode_window.log_episode)
     window = episode_window.EpisodeWindow(config.metrics_num_episodes_for_smoothing)
     add_callback(config, "on_train_result", window, first=True)
@@ -1151,8 +1167,8 @@ def stage_sampler(b: Build) -> None:
     """``sampler:``: single-agent env runners sample with the batched loop
     (:mod:`envsdk.training.batched_runner`) unless the config needs RLlib's, which a notice names."""
     config = b.config
-    if b.sampler == "rllib" or b.model.old_stack:
-        b.sampler = "rllib"
+    if b.sampler == "rllib" or b.model.old_stack or "batched-sampler" in b.off:
+        b.sampler = "rllib" if "batched-sampler" not in b.off else "rllib (stock: batched-sampler off)"
         return
     if config.env_runner_cls is not None:
         b.sampler = f"rllib ({config.env_runner_cls.__name__}, the config's env_runner_cls)"
@@ -1176,9 +1192,14 @@ def stage_check_modules(b: Build) -> None:
 
 def stage_finish(b: Build) -> BuiltConfig:
     """Our DQN/SAC in place of RLlib's (transition replay; one backward pass), and the record."""
-    algo_class = off_policy.REPLACEMENTS.get(b.algo_class, b.algo_class)
+    replaced = "transition-replay" not in b.off
+    algo_class = off_policy.REPLACEMENTS.get(b.algo_class, b.algo_class) if replaced else b.algo_class
     config = b.config
-    if config.enable_rl_module_and_learner and config.learner_class is RLlibSACTorchLearner:
+    if (
+        "sac-learner" not in b.off
+        and config.enable_rl_module_and_learner
+        and config.learner_class is RLlibSACTorchLearner
+    ):
         config.training(learner_class=SACTorchLearner)  # one backward pass where it gives the same gradients
     config.algo_class = algo_class
     return BuiltConfig(
@@ -1193,4 +1214,5 @@ def stage_finish(b: Build) -> BuiltConfig:
         user_keys=b.user_keys,
         sampler=b.sampler,
         experiment=record(b.exp, b.raw),
+        substitutions_off=b.off,
     )

@@ -97,9 +97,10 @@ def why_not_batched(config: Any) -> str | None:
     """
     if config.is_multi_agent:
         return "multi-agent envs sample with RLlib's MultiAgentEnvRunner"
-    for side, made in (
-        ("env_to_module_connector", internals.env_to_module_connector(config)),
-        ("module_to_env_connector", internals.module_to_env_connector(config)),
+    for side, made in zip(
+        internals.CONNECTOR_DIRS,
+        (internals.env_to_module_connector(config), internals.module_to_env_connector(config)),
+        strict=True,
     ):
         if made is not None:
             return f"an {side} is set (observation_filter: MeanStdFilter, or one of yours)"

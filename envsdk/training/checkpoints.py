@@ -25,11 +25,11 @@ from ray import tune
 
 import envsdk
 from envsdk.errors import UserError
+from envsdk.internals import CHECKPOINT_MARKER
 from envsdk.notices import notice
 from envsdk.progress import RETURN, STEPS, lookup
 
 MANIFEST = "envsdk_checkpoint.json"
-RLLIB_MARKER = "rllib_checkpoint.json"
 # The checkpoint format this version writes and reads; CHANGELOG.md says what each one changed.
 # A newer format is refused with the version that wrote it.  Format 1 (envsdk 0.1, 0.2) has no
 # experiment_spec: its config is unpickled (evaluation/restore.py); format 2 builds it again.
@@ -98,9 +98,9 @@ def check_format(folder: Path, manifest: dict[str, Any]) -> None:
 
 def verify(folder: Path) -> dict[str, Any] | None:
     """Check ``folder`` against its manifest; returns the manifest (None if it has none)."""
-    if not (folder / RLLIB_MARKER).is_file():
+    if not (folder / CHECKPOINT_MARKER).is_file():
         raise UserError(
-            f"{folder} is not an RLlib checkpoint (no {RLLIB_MARKER})",
+            f"{folder} is not an RLlib checkpoint (no {CHECKPOINT_MARKER})",
             "pass a checkpoint_NNNNNN folder, a trial folder or an experiment folder",
         )
     manifest = read_manifest(folder)
@@ -172,7 +172,7 @@ class Located:
 
 
 def _checkpoints(trial: Path) -> list[Path]:
-    return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir() and (p / RLLIB_MARKER).is_file())
+    return sorted(p for p in trial.glob("checkpoint_*") if p.is_dir() and (p / CHECKPOINT_MARKER).is_file())
 
 
 def complete_checkpoints(trial: Path) -> list[Path]:
@@ -233,7 +233,7 @@ def locate(path: str | Path) -> Located:
     given = given.resolve()
     if given.is_file():  # Ray 1.x paths end in checkpoint_N/checkpoint-N
         given = given.parent
-    if (given / RLLIB_MARKER).is_file():
+    if (given / CHECKPOINT_MARKER).is_file():
         return Located(given, "checkpoint")
     trial = best_in_trial(given)
     if trial is not None:

@@ -46,16 +46,21 @@ class PolicyDiverged(RunFault):
     """A policy's outputs or learner stats are NaN or infinite."""
 
 
-def install(config: Any, settings: EnvCheckSettings, where: str, sample_timeout_given: bool) -> None:
-    """Hook the env guard, the action-input check and the learner check into ``config``."""
+def install(
+    config: Any, settings: EnvCheckSettings, where: str, sample_timeout_given: bool, off: set[str]
+) -> None:
+    """Hook the env guard, the action-input check and the learner check into ``config``, but for
+    the substitutions ``off`` turns off (envsdk/substitutions.py: env-guard, action-input-check)."""
     if not config.enable_env_runner_and_connector_v2:
         return
-    bound = settings.stall_bound(config.sample_timeout_s, where, sample_timeout_given)
-    if config.sample_timeout_s and bound > config.sample_timeout_s:
-        config.env_runners(sample_timeout_s=bound)  # RLlib waits for a runner as long as the env may take
-    guard = functools.partial(guard_env, bounds=settings.observation_bounds, stall_s=bound)
-    add_callback(config, "on_environment_created", guard)
-    add_callback(config, "on_episode_created", arm_action_check)
+    if "env-guard" not in off:
+        bound = settings.stall_bound(config.sample_timeout_s, where, sample_timeout_given)
+        if config.sample_timeout_s and bound > config.sample_timeout_s:
+            config.env_runners(sample_timeout_s=bound)  # RLlib waits for a runner as long as the env may take
+        guard = functools.partial(guard_env, bounds=settings.observation_bounds, stall_s=bound)
+        add_callback(config, "on_environment_created", guard)
+    if "action-input-check" not in off:
+        add_callback(config, "on_episode_created", arm_action_check)
     add_callback(config, "on_train_result", check_learners)
 
 
@@ -155,7 +160,7 @@ def _numbers(stats: dict[str, Any]) -> dict[str, float]:
     return {
         k: float(v)
         for k, v in stats.items()
-        if (k.endswith("_loss") or k.endswith("_global_norm"))
+        if (k.endswith("_loss") or k.endswith("global_norm"))
         and "unclipped" not in k
         and isinstance(v, numbers.Real)
         and not isinstance(v, bool)
@@ -163,7 +168,7 @@ def _numbers(stats: dict[str, Any]) -> dict[str, float]:
 
 
 def _shown(stats: dict[str, float]) -> str:
-    keys = [k for k in STATS_SHOWN if k in stats] + [k for k in stats if k.endswith("_global_norm")]
+    keys = [k for k in STATS_SHOWN if k in stats] + [k for k in stats if k.endswith("global_norm")]
     return ", ".join(f"{k}={stats[k]:.4g}" for k in keys)
 
 

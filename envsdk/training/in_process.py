@@ -67,7 +67,8 @@ def runs_in_process(exp: Experiment, built: BuiltConfig) -> bool:
     # The learner computes in the algorithm's process on the old stack, or with no remote learners.
     local_gpus = wanted_gpus(c) if not c.enable_rl_module_and_learner or not c.num_learners else 0.0
     return (
-        exp.num_samples == 1
+        "in-process-trial" not in built.substitutions_off  # envsdk/substitutions.py
+        and exp.num_samples == 1
         and not built.search_space
         and not exp.scheduler
         and exp.max_failures == 0
