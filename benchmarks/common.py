@@ -86,7 +86,7 @@ def env_steps_per_second(
     from envsdk import speedups
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import without_object_store
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     speedups.install()  # as train.py does, before it builds the config (ENVSDK_NO_PATCHES applies)
     built = build_config(load_experiments(config_file)[0], overrides)

@@ -37,7 +37,7 @@ VARIANTS = {
 def configs(overrides: dict) -> tuple[Any, Any]:
     """(the config train.py would use, the same without the env checks)."""
     from envsdk.config.experiment import load_experiments
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
     from envsdk.training.guards import arm_action_check, guard_env
 
     checked = build_config(load_experiments(CONFIG)[0], overrides).config

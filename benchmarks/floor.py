@@ -60,7 +60,7 @@ def ours(task: str, steps: int) -> dict[str, Any]:
     from envsdk.cli.train import parse_overrides
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import local_learner, without_object_store
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     speedups.install()  # as train.py does, before it builds the config
     budget = BUDGET[task]

@@ -36,7 +36,7 @@ def one_run() -> None:
     marks.append(time.perf_counter())
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import without_object_store
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     built = build_config(load_experiments(ROOT / "configs" / "cartpole-ppo.yaml")[0])
     marks.append(time.perf_counter())

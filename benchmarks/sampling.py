@@ -40,7 +40,7 @@ CASES = {
 
 def build(path: Path, overrides: dict, envs: int) -> Any:
     from envsdk.config.experiment import load_experiments
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     built = build_config(load_experiments(path)[0], overrides)
     config = built.config.copy(copy_frozen=False)

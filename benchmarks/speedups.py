@@ -48,7 +48,7 @@ def child(what: str, config: str) -> float:
     from envsdk import speedups
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import without_object_store
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     spent = [0.0]
     construct = ConnectorV2.__init__

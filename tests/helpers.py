@@ -274,7 +274,7 @@ def built_config(
     """train.py's BuiltConfig for tests/envs/matrix_env.py's spaces (``config``: the YAML's, then
     ``overrides`` as from the command line)."""
     from envsdk.config.experiment import load_experiments
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     shutil.copy(MATRIX_ENV, tmp_path / "matrix_env.py")
     settings = {

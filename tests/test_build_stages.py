@@ -1,4 +1,4 @@
-"""Each stage of build_config on its own (envsdk.training.algorithm_config: YAML -> AlgorithmConfig)."""
+"""Each stage of build_config on its own (envsdk.training.build: YAML -> AlgorithmConfig)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from envsdk.config.experiment import load_experiments
 from envsdk.errors import UserError
 from envsdk.substitutions import TABLE
-from envsdk.training import algorithm_config as ac
+from envsdk.training.build import stages as ac
 from envsdk.training.guards import arm_action_check
 
 

@@ -11,6 +11,7 @@ env modules are found as a user who moved the checkpoint would find them: on
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import shutil
@@ -72,6 +73,20 @@ def test_a_checkpoint_loads_with_none_of_our_code_unpickled(tmp_path: Path) -> N
     said = str(refused.value)
     assert "was written by envsdk 0.3.0" in said and "record_errorz" in said, said
     assert "roll it out or export it with envsdk 0.3.0" in said, said
+
+
+def test_format_1_finds_what_has_moved_since(tmp_path: Path) -> None:
+    """Objects of ours that older checkpoints pickled by a module path that has moved (restore.MOVED)."""
+
+    from envsdk.evaluation import restore
+    from envsdk.training.build.multi_agent import PolicyPerAgent, SharedPolicy
+
+    for (old, name), new in restore.MOVED.items():
+        assert getattr(importlib.import_module(new), name)
+        path = tmp_path / f"{name}.pkl"
+        path.write_bytes(b"\x80\x02c" + f"{old}\n{name}\n".encode() + b")\x81.")  # old.name(), protocol 2
+        loaded = restore._unpickle(path, restore.WrittenBy(ray="2.60.0", envsdk="0.2.0"))
+        assert type(loaded) in (PolicyPerAgent, SharedPolicy) and type(loaded).__name__ == name
 
 
 def manifest_format(checkpoint: Path) -> int:

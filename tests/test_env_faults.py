@@ -22,15 +22,9 @@ import yaml
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from envsdk.config.env_checks import EnvCheckSettings
-from envsdk.envs.guard import (
-    EnvStalled,
-    ObservationFault,
-    RewardFault,
-    SingleAgentGuard,
-    Site,
-    arm_main_thread,
-    compile_check,
-)
+from envsdk.envs.faults import EnvStalled, ObservationFault, RewardFault
+from envsdk.envs.guard import SingleAgentGuard, Site, compile_check
+from envsdk.envs.stall_watch import arm_main_thread
 from envsdk.errors import UserError, root_cause
 from envsdk.progress import HEALTH, health_note
 from envsdk.training.guards import (
@@ -248,7 +242,8 @@ import numpy as np
 import gymnasium as gym
 sys.path.insert(0, {folder!r})
 import faulty_env
-from envsdk.envs.guard import SingleAgentGuard, Site, on_hard_exit
+from envsdk.envs.guard import SingleAgentGuard, Site
+from envsdk.envs.stall_watch import on_hard_exit
 vec = gym.vector.SyncVectorEnv([lambda: faulty_env.Faulty({{"fault": "stall", "after": 2}})])
 SingleAgentGuard(vec, Site("faulty_env.Faulty", {runner}), "error", 0.5, print, lambda: None)
 on_hard_exit(lambda: print("hook ran", flush=True))
@@ -374,7 +369,7 @@ def test_a_runner_whose_weights_are_nan_names_the_policy_instead_of_torch():
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
     from envsdk.config.experiment import load_experiments
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     built = build_config(
         load_experiments(ROOT / "configs" / "cartpole-ppo.yaml")[0], {"num_envs_per_env_runner": 2}

@@ -13,7 +13,7 @@ from envsdk.cli.train import main, parse_overrides
 from envsdk.config.experiment import load_experiments
 from envsdk.envs.registry import resolve_env
 from envsdk.errors import run_cli
-from envsdk.training.algorithm_config import build_config
+from envsdk.training.build import build_config
 
 SEED_STYLE = """
 cartpole-seed:
@@ -101,7 +101,7 @@ def test_overrides_and_search_spaces(tmp_path, capsys):
 def test_env_config_takes_grid_search_only(tmp_path):
     """Inside env_config, a grid is a search space (as Tune reads it anywhere); other one-key
     mappings are the env's own settings and reach it unchanged, at any depth."""
-    from envsdk.training.algorithm_config import _extract_search_spaces
+    from envsdk.training.build.translate import extract_search_spaces
 
     values = {
         "env_config": {"size": {"grid_search": [3, 5]}, "noise": {"uniform": [0, 1]},
@@ -110,7 +110,7 @@ def test_env_config_takes_grid_search_only(tmp_path):
         "evaluation_config": {"env_config": {"size": {"grid_search": [7, 9]}, "noise": {"uniform": [2, 3]}},
                               "explore": {"grid_search": [True, False]}},
     }  # fmt: skip
-    found = _extract_search_spaces(values, lambda key: f"f.yaml:{key}")
+    found = extract_search_spaces(values, lambda key: f"f.yaml:{key}")
     assert set(found) == {
         ("env_config", "size"), ("env_config", "nested", "level"), ("lr",),
         ("evaluation_config", "env_config", "size"), ("evaluation_config", "explore"),

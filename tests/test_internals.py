@@ -1,6 +1,6 @@
 """Each private Ray/RLlib/Tune/CPython API that envsdk.internals relies on, checked on the installed versions.
 
-A failure here names the assumption an upgrade broke; fix it in envsdk/internals.py (one place).
+A failure here names the assumption an upgrade broke; fix it in envsdk/internals/ (one place).
 """
 
 from __future__ import annotations
@@ -24,8 +24,16 @@ import pytest
 import ray
 
 from envsdk import internals
+from envsdk.internals import patches
 from envsdk.substitutions import PATCHES
 from tests.helpers import ROOT
+
+
+def textual(obj: object) -> str:
+    """The source of ``obj``, for an assumption checked as text: where a behaviour probe would need
+    a trained run, a cluster or a signal to a live Tune run.  It fails when the code changes even
+    if the behaviour did not; the failure names what to look at again."""
+    return inspect.getsource(obj)  # type: ignore[arg-type]
 
 
 def test_the_pinned_ray_is_the_one_checked():
@@ -190,7 +198,7 @@ def test_overridden_private_methods_exist_with_their_arguments(name):
 def test_tune_gives_a_trainable_its_storage():
     from ray.tune.trainable import Trainable
 
-    assert "self._storage = storage" in inspect.getsource(Trainable.__init__)
+    assert "self._storage = storage" in textual(Trainable.__init__)
 
     class Storage:
         experiment_fs_path = "/tmp/exp"
@@ -222,7 +230,7 @@ def test_a_released_utilization_monitor_is_not_joined_by_stop(tmp_path):
 def test_tune_stops_gracefully_on_sigusr1():
     import ray.tune.tune as tune_module
 
-    assert "signal.SIGUSR1, signal_interrupt_tune_run" in inspect.getsource(tune_module)
+    assert "signal.SIGUSR1, signal_interrupt_tune_run" in textual(tune_module)
 
 
 @pytest.mark.parametrize("name", ["wandb", "mlflow"])
@@ -233,7 +241,7 @@ def test_tune_logger_callbacks_read_only_what_a_trial_view_has(name):
     from envsdk.config.loggers import callback_class
     from envsdk.training import logger_callbacks
 
-    source = inspect.getsource(inspect.getmodule(callback_class(name))) + inspect.getsource(logger_callbacks)
+    source = textual(inspect.getmodule(callback_class(name))) + textual(logger_callbacks)
     read = set(re.findall(r"\btrial\.(\w+)", source))
     assert read <= set(internals.TRIAL_ATTRIBUTES_READ_BY_LOGGERS), read
     view = internals.TrialView("abc_00000", "exp_abc_00000", {"lr": 1}, Path("/tmp/exp/trial"))
@@ -318,7 +326,7 @@ def test_connectors_find_their_callers_arguments_with_the_cheap_stack():
     """ConnectorV2 records a subclass's constructor arguments from inspect.stack()[1].frame."""
     from ray.rllib.connectors import connector_v2
 
-    source = inspect.getsource(connector_v2.ConnectorV2.__init__)
+    source = textual(connector_v2.ConnectorV2.__init__)
     assert "inspect.stack()[1].frame" in source and "inspect.getargvalues(caller_frame)" in source
 
     class Piece(connector_v2.ConnectorV2):
@@ -358,14 +366,14 @@ def test_target_networks_are_blended_in_place_as_rllib_blends_them():
     from ray.rllib.utils import torch_utils
 
     # RLlib's learners reach the torch function through this module, which looks it up at each call.
-    assert "update_target_network" in inspect.getsource(dqn_learner.DQNLearner.after_gradient_based_update)
-    assert "from ray.rllib.utils.torch_utils import update_target_network" in inspect.getsource(
+    assert "update_target_network" in textual(dqn_learner.DQNLearner.after_gradient_based_update)
+    assert "from ray.rllib.utils.torch_utils import update_target_network" in textual(
         learner_utils.update_target_network
     )
     internals.polyak_updates_in_place()
     internals.polyak_updates_in_place()  # idempotent
-    assert torch_utils.update_target_network is internals._polyak_in_place
-    rllib_polyak = internals._RLLIB_POLYAK
+    assert torch_utils.update_target_network is patches._polyak_in_place
+    rllib_polyak = patches._RLLIB_POLYAK
     for net in (
         torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)),
         torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.BatchNorm1d(8)),  # an integer buffer
@@ -411,7 +419,7 @@ def test_env_runners_send_the_actions_when_no_connector_made_actions_for_env():
     from ray.rllib.env import multi_agent_env_runner, single_agent_env_runner
 
     for module in (single_agent_env_runner, multi_agent_env_runner):
-        assert "to_env.pop(Columns.ACTIONS_FOR_ENV, actions)" in inspect.getsource(module)
+        assert "to_env.pop(Columns.ACTIONS_FOR_ENV, actions)" in textual(module)
 
 
 def test_every_learner_registers_its_optimizers_through_register_optimizer():
@@ -422,7 +430,7 @@ def test_every_learner_registers_its_optimizers_through_register_optimizer():
     parameters = inspect.signature(inspect.unwrap(Learner.register_optimizer)).parameters
     assert {"optimizer", "module_id", "optimizer_name", "params", "lr_or_lr_schedule"} <= set(parameters)
     assert all(parameters[name].kind is inspect.Parameter.KEYWORD_ONLY for name in ("optimizer", "params"))
-    assert "self.register_optimizer(" in inspect.getsource(TorchLearner.configure_optimizers_for_module)
+    assert "self.register_optimizer(" in textual(TorchLearner.configure_optimizers_for_module)
 
 
 def test_a_fused_optimizer_makes_the_same_updates_and_loads_an_unfused_state():
@@ -435,7 +443,7 @@ def test_a_fused_optimizer_makes_the_same_updates_and_loads_an_unfused_state():
     ]
     nets[1].load_state_dict(nets[0].state_dict())
     plain = make(nets[0].parameters(), lr=3e-3, eps=1e-7)
-    fused = internals._fused_on_cpu(make(nets[1].parameters(), lr=3e-3, eps=1e-7))
+    fused = patches._fused_on_cpu(make(nets[1].parameters(), lr=3e-3, eps=1e-7))
     assert fused.defaults["fused"] and all(g["fused"] for g in fused.param_groups) and type(fused) is make
     for _ in range(25):
         x = torch.randn(32, 5)
@@ -445,7 +453,7 @@ def test_a_fused_optimizer_makes_the_same_updates_and_loads_an_unfused_state():
             optimizer.step()
     for a, b in zip(nets[0].parameters(), nets[1].parameters(), strict=True):
         assert torch.allclose(a, b, atol=1e-5)
-    again = internals._fused_on_cpu(make(nets[1].parameters(), lr=3e-3, eps=1e-7))
+    again = patches._fused_on_cpu(make(nets[1].parameters(), lr=3e-3, eps=1e-7))
     again.load_state_dict(plain.state_dict())  # a checkpoint written before: it goes on from there
     again.step()
 
@@ -461,7 +469,7 @@ def test_optimizers_stated_by_their_builder_stay_as_built():
         torch.optim.AdamW(net.parameters()),
         torch.optim.Adam(torch.nn.Linear(3, 2).to(torch.bfloat16).parameters()),
     ):
-        assert internals._fused_on_cpu(optimizer) is optimizer
+        assert patches._fused_on_cpu(optimizer) is optimizer
 
 
 @pytest.mark.parametrize("algo", ["PPO", "SAC"])
@@ -495,15 +503,15 @@ def test_one_sum_finds_every_non_finite_gradient():
     import torch
 
     grads = [torch.randn(5, 3), torch.randn(4, dtype=torch.float64), torch.randn(2).half()]
-    assert internals._all_finite(grads)
+    assert patches._all_finite(grads)
     for bad in (float("nan"), float("inf"), -float("inf")):
         for i in range(len(grads)):
             spoiled = [g.clone() for g in grads]
             spoiled[i].view(-1)[-1] = bad
-            assert not internals._all_finite(spoiled)
+            assert not patches._all_finite(spoiled)
     # a sum that overflows, and gradients on several devices, go to the slow check too
-    assert not internals._all_finite([torch.full((2,), 3e38), torch.full((2,), 3e38)])
-    assert not internals._all_finite([torch.ones(2), torch.ones(2, device="meta")])
+    assert not patches._all_finite([torch.full((2,), 3e38), torch.full((2,), 3e38)])
+    assert not patches._all_finite([torch.ones(2), torch.ones(2, device="meta")])
 
 
 def test_rllib_tests_each_gradient_as_it_sets_it_then_each_optimizers_again():
@@ -511,7 +519,7 @@ def test_rllib_tests_each_gradient_as_it_sets_it_then_each_optimizers_again():
     attributes that send it back to RLlib's method (grad scalers, torch lr schedulers)."""
     from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
-    source = inspect.getsource(inspect.unwrap(TorchLearner.apply_gradients))
+    source = textual(inspect.unwrap(TorchLearner.apply_gradients))
     assert source.count("torch.isfinite(") >= 2 and "torch_skip_nan_gradients" in source
     assert "self._params[pid].grad = grad" in source and "optim.step()" in source
     learner = _built_learner("SAC")
@@ -627,7 +635,7 @@ before = {name: get(*where) for name, where in patched.items()}
 freeze = gc.get_freeze_count()
 import envsdk
 from envsdk import Env, register
-import envsdk.envs.base, envsdk.training.algorithm_config
+import envsdk.envs.base, envsdk.training.build
 same = {name: get(*where) is before[name] for name, where in patched.items()}
 print(json.dumps({"same": same, "gc": [gc.isenabled(), gc.get_freeze_count() == freeze]}))
 from envsdk import speedups
@@ -662,7 +670,7 @@ def test_rollout_and_train_import_rllib_untracked_and_frozen():
         "import gc\n"
         "from envsdk.speedups import untracked_imports\n"
         "with untracked_imports():\n"
-        "    import envsdk.training.algorithm_config\n"
+        "    import envsdk.training.build\n"
         "print(gc.isenabled(), gc.get_freeze_count())\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -760,7 +768,7 @@ def test_private_names_that_off_policy_sac_and_the_guard_read_exist():
     from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
     from ray.tune.registry import register_env
 
-    assert "self._module_is_stateful" in inspect.getsource(inspect.getmodule(DQN))
+    assert "self._module_is_stateful" in textual(inspect.getmodule(DQN))
     params = inspect.signature(synchronous_parallel_sample).parameters
     assert {"_uses_new_env_runners", "_return_metrics"} <= set(params)
     box = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
@@ -770,7 +778,7 @@ def test_private_names_that_off_policy_sac_and_the_guard_read_exist():
     vec.reset(seed=0)
     parts = internals.sub_env_observations(vec)
     assert parts is not None and len(parts) == 2 and parts[0].shape == (4,)
-    assert "_temp_dir" in inspect.getsource(ray.init)  # taken from **kwargs
+    assert "_temp_dir" in textual(ray.init)  # taken from **kwargs
     assert set(internals.ray_temp_dir("/x")) == {"_temp_dir"}
     register_env("envsdk-internals-probe", lambda cfg: gym.make("CartPole-v1"))
     assert internals.registered_env_creator("envsdk-internals-probe")({}).spec.id == "CartPole-v1"
@@ -781,7 +789,7 @@ def test_private_names_that_off_policy_sac_and_the_guard_read_exist():
     assert internals.registered_model("envsdk-internals-model") is TorchFastModel
     assert internals.registered_model("envsdk-no-such-model") is None
     assert internals.time_limit_steps(gym.wrappers.TimeLimit(gym.make("CartPole-v1"), 7)) == 7
-    assert "_learner" in inspect.getsource(LearnerGroup.__init__)
+    assert "_learner" in textual(LearnerGroup.__init__)
     assert callable(Learner._convert_batch_type)
     for name in internals.PRELOAD:
         importlib.import_module(name)
@@ -794,7 +802,7 @@ def test_private_runner_state_the_loop_uses_exists():
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
     from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 
-    init = inspect.getsource(SingleAgentEnvRunner.__init__) + inspect.getsource(EnvRunner.__init__)
+    init = textual(SingleAgentEnvRunner.__init__) + textual(EnvRunner.__init__)
     for name in (
         "_ongoing_episodes",
         "_needs_initial_reset",
@@ -809,7 +817,7 @@ def test_private_runner_state_the_loop_uses_exists():
     for method in ("_reset_envs_and_episodes", "_new_episode", "_make_on_episode_callback", "_log_env_steps"):
         assert callable(getattr(SingleAgentEnvRunner, method)), method
     assert "_increase_sampled_metrics" in SingleAgentEnvRunner.__dict__
-    step = inspect.getsource(EnvRunner._try_env_step)
+    step = textual(EnvRunner._try_env_step)
     parts = (
         "log_time(ENV_STEP_TIMER)",
         "NUM_ENV_STEP_FAILURES_LIFETIME",
@@ -825,7 +833,7 @@ def test_private_runner_state_the_loop_uses_exists():
         SingleAgentEpisode.__slots__
     )
     for name in ("forward_exploration", "forward_inference"):
-        source = inspect.getsource(getattr(TorchRLModule, name))
+        source = textual(getattr(TorchRLModule, name))
         assert "self.eval()" in source and f"self._{name}(batch, **kwargs)" in source, name
     assert internals.RunnerState.__doc__
 

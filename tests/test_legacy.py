@@ -13,7 +13,7 @@ from envsdk.config import legacy
 from envsdk.config.experiment import load_experiments
 from envsdk.envs.registry import current_version
 from envsdk.errors import run_cli
-from envsdk.training.algorithm_config import build_config, valid_keys
+from envsdk.training.build import build_config, valid_keys
 
 
 def build(tmp_path, text: str, capsys=None):

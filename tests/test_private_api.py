@@ -1,9 +1,9 @@
-"""Every use of a private Ray, RLlib, Tune, torch or CPython API goes through envsdk/internals.py.
+"""Every use of a private Ray, RLlib, Tune, torch or CPython API goes through envsdk/internals/.
 
 Read from the code's syntax: an attribute, a ``getattr``/``setattr``/``hasattr`` name, a keyword
 argument or a module path that starts with ``_`` and is not one of our own names (a name some code
 of ours defines or assigns) is someone else's private API.  tests/test_internals.py checks each
-assumption that internals.py makes, and is the one test file that may use them directly.
+assumption that internals makes, and is the one test file that may use them directly.
 """
 
 from __future__ import annotations
@@ -23,7 +23,15 @@ SOURCES = [
     ROOT / "train.py",
     ROOT / "rollout.py",
 ]
-SKIPPED = {"envsdk/internals.py", "tests/test_internals.py", "tests/test_private_api.py"}
+INTERNALS = "envsdk/internals/"  # the package, split by what needs them
+SKIPPED = {"tests/test_internals.py", "tests/test_private_api.py"}
+
+
+def _skipped(path: Path) -> bool:
+    name = str(path.relative_to(ROOT))
+    return name in SKIPPED or name.startswith(INTERNALS)
+
+
 # The config keys of earlier Ray versions that users' YAML files hold (``_enable_new_api_stack``):
 # legacy.py translates them and test_legacy.py writes them, as words of a YAML file, not calls.
 OLD_YAML_KEYS = {"envsdk/config/legacy.py", "tests/test_legacy.py"}
@@ -110,16 +118,16 @@ def _uses(tree: ast.AST, ours: set[str], yaml_keys: bool = False) -> list[tuple[
 def test_private_apis_are_used_only_through_internals():
     files = _files()
     trees = {p: ast.parse(p.read_text(), str(p)) for p in files}
-    # A test's own class may override a private method it names; a name that internals.py assigns
+    # A test's own class may override a private method it names; a name that internals assigns
     # (an RLlib attribute it sets) is not ours: only the files the scan reads may make a name ours.
-    ours = _ours([tree for p, tree in trees.items() if str(p.relative_to(ROOT)) not in SKIPPED])
+    ours = _ours([tree for p, tree in trees.items() if not _skipped(p)])
     uses = [
         f"{p.relative_to(ROOT)}:{line}: {what}"
         for p, tree in trees.items()
-        if str(p.relative_to(ROOT)) not in SKIPPED
+        if not _skipped(p)
         for line, what in _uses(tree, ours, str(p.relative_to(ROOT)) in OLD_YAML_KEYS)
     ]
-    assert not uses, "private APIs outside envsdk/internals.py:\n" + "\n".join(uses)
+    assert not uses, "private APIs outside envsdk/internals/:\n" + "\n".join(uses)
 
 
 def test_the_scan_finds_each_kind_of_use():
@@ -151,13 +159,16 @@ def test_the_scan_finds_each_kind_of_use():
 
 
 def test_a_name_that_internals_assigns_is_still_private_elsewhere(tmp_path):
-    """internals.py sets RLlib's private attributes (``runner._needs_initial_reset = ...``): that
+    """internals sets RLlib's private attributes (``runner._needs_initial_reset = ...``): that
     does not make the name ours, so a use anywhere else is found."""
-    internals = ast.parse((ROOT / "envsdk" / "internals.py").read_text())
+    trees = [ast.parse(p.read_text()) for p in (ROOT / INTERNALS).glob("*.py")]
     assigned = {
-        n.attr for n in ast.walk(internals) if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
+        n.attr
+        for tree in trees
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store)
     }
     planted = sorted(a for a in assigned if a.startswith("_") and not a.startswith("__"))[0]
-    ours = _ours([ast.parse(p.read_text()) for p in _files() if str(p.relative_to(ROOT)) not in SKIPPED])
+    ours = _ours([ast.parse(p.read_text()) for p in _files() if not _skipped(p)])
     found = _uses(ast.parse(f"x = runner.{planted}\n"), ours)
     assert found == [(1, f".{planted}")], (planted, found)

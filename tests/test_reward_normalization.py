@@ -84,7 +84,7 @@ def _vf_loss_and_learned(config_file, overrides: dict, normalize: bool) -> tuple
     """One PPO iteration in-process: per-module vf_loss, the run's episode metrics, the learned variances."""
     from envsdk import internals
     from envsdk.config.experiment import load_experiments
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     exp = load_experiments(config_file)[0]
     built = build_config(exp, {**overrides, "normalize_rewards": normalize, "seed": 3})

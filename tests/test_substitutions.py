@@ -83,7 +83,7 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
 
 def build(monkeypatch: pytest.MonkeyPatch, stock: str | None, yaml_stock: object = None):  # type: ignore[no-untyped-def]
     from envsdk.config.experiment import load_experiments
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     if stock is None:
         monkeypatch.delenv(substitutions.STOCK, raising=False)
@@ -154,7 +154,7 @@ def test_a_bad_stock_key_is_refused_with_its_line(value: object) -> None:
 
 def test_critic_loss_needs_the_sac_learner(monkeypatch: pytest.MonkeyPatch) -> None:
     from envsdk.config.experiment import load_experiments
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     monkeypatch.setenv(substitutions.STOCK, "sac-learner")
     (exp,) = load_experiments(ROOT / "configs" / "pendulum-sac.yaml")

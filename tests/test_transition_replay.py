@@ -545,7 +545,7 @@ def test_a_multi_agent_config_gets_a_multi_agent_buffer_with_a_beta(tmp_path, ca
     """RLlib keeps its single-agent default for several policies, and replaces its defaults whole
     (beta too) when the type changes; both failed at the first replay sample."""
     from envsdk.config.experiment import load_experiments
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     shutil.copy(TURN_ENV, tmp_path / "turn_env.py")
     config = {

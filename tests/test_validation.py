@@ -22,7 +22,7 @@ import yaml
 from envsdk.cli.train import load, main, parser
 from envsdk.config.experiment import load_experiments
 from envsdk.errors import run_cli
-from envsdk.training.algorithm_config import SHAPES
+from envsdk.training.build.translate import SHAPES
 from tests.helpers import PLAYERS, ROOT, player_pids, progress_rows, trial_dirs
 
 BASE = "x:\n  run: PPO\n  env: CartPole-v1\n"
@@ -241,7 +241,7 @@ def test_conv_filters_the_check_accepts_build_the_image_encoder(tmp_path, filter
 
 
 def test_a_model_config_key_nothing_reads_is_passed_on_with_a_notice(tmp_path, capsys):
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     (exp,) = load_experiments(write(tmp_path, BASE + "  config: {model_config: {my_own_setting: 3}}\n"))
     built = build_config(exp, dry_run=True)
@@ -353,7 +353,7 @@ def test_d_users_callbacks_run_beside_ours(train, tmp_path):
 
 
 def test_g_our_own_bugs_are_not_reported_as_config_mistakes(tmp_path, monkeypatch):
-    import envsdk.training.algorithm_config as config_module
+    import envsdk.training.build.stages as config_module
 
     def broken(*args, **kwargs):
         raise TypeError("a bug in envsdk")
@@ -399,7 +399,7 @@ def test_h_dry_run_starts_no_game(tmp_path):
 def test_a_grid_over_unity_players_finds_each_before_anything_starts(tmp_path, capsys):
     """Each trial of `file_name: {grid_search: [...]}` gets its player's absolute path (the env
     runners' working directory is not the YAML's), and one that is not there is exit 2 at once."""
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     grid = "{grid_search: [builds/Chase, builds/Dodgeball]}"
     yaml_text = f"x:\n  run: PPO\n  env: unity\n  config:\n    env_config: {{file_name: {grid}}}\n"
@@ -423,7 +423,7 @@ def test_a_grid_over_unity_players_finds_each_before_anything_starts(tmp_path, c
 def test_evaluation_env_config_is_prepared_over_trainings(tmp_path):
     """RLlib merges evaluation_config.env_config over env_config: evaluation's own keys get the same
     preparation (a Unity player found, its path absolute), grids in it included."""
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     evaluation = "{env_config: {file_name: builds/Dodgeball, time_scale: {grid_search: [1, 5]}}}"
     text = ("x:\n  run: PPO\n  env: unity\n  config:\n    env_config: {file_name: builds/Chase}\n"
@@ -441,7 +441,7 @@ def test_evaluation_env_config_is_prepared_over_trainings(tmp_path):
 def test_evaluation_env_config_merges_into_nested_settings_as_rllib_does(tmp_path):
     """RLlib merges evaluation_config.env_config over env_config key by key at any depth: the
     evaluation env checked before start gets that merge, not a top-level replacement."""
-    from envsdk.training.algorithm_config import build_config
+    from envsdk.training.build import build_config
 
     (tmp_path / "nested_env.py").write_text(
         "import gymnasium as gym\n"

@@ -271,8 +271,30 @@ def _place_videos(records: list, folder: Path) -> None:
 
 
 def main(argv: list[str], prog: str = "rollout.py") -> int:
+    """Restore, export if asked, play the episodes, and write what they left: a step per job."""
     args = parser(prog).parse_args(argv)
     _check_args(args)
+    checkpoint, restored, opponent = _restore(args)
+    _export(args, restored)
+    if (args.export_onnx or args.export_unity) and args.episodes is None and args.steps is None:
+        return 0
+    video_dir = (
+        Path(args.video).resolve() if args.video else (checkpoint / "monitor" if args.monitor else None)
+    )
+    staging = video_dir / ".staging" if video_dir else None
+    records = _play(args, restored, opponent, staging)
+    if video_dir:
+        _place_videos(records, video_dir)
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        print(f"videos: {video_dir} ({sum(r.video is not None for r in records)} MP4 files)")
+    if not args.no_out:
+        _write_experience(args, checkpoint, restored, records)
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> tuple[Path, Any, Any]:
+    """The checkpoint a path means, read back, and the opponent of a self-play run; said in lines."""
     with speedups.untracked_imports():  # RLlib's import (torch, Ray, Tune), out of the collector's way
         from envsdk.evaluation.restore import load
         from envsdk.training.checkpoints import locate
@@ -294,7 +316,11 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
         f"policy: {restored.algorithm} on {restored.env.name}"
         + (" (old API stack)" if not restored.new_stack else "")
     )
+    return found.checkpoint, restored, opponent
 
+
+def _export(args: argparse.Namespace, restored: Any) -> None:
+    """--export-onnx and --export-unity."""
     if args.export_onnx:
         from envsdk.evaluation.onnx_export import export
 
@@ -311,13 +337,11 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
                 f" {target.name}; loader rules and {target.name}'s operators checked)"
             )
         print(f"unity brains: {folder / 'brains.json'}")
-    if (args.export_onnx or args.export_unity) and args.episodes is None and args.steps is None:
-        return 0
 
-    video_dir = (
-        Path(args.video).resolve() if args.video else (found.checkpoint / "monitor" if args.monitor else None)
-    )
-    frames = _probe_frames(restored) if video_dir else None
+
+def _play(args: argparse.Namespace, restored: Any, opponent: Any, staging: Path | None) -> list:
+    """The episodes (or steps) asked for, on RLlib's env runners; their summary printed."""
+    frames = _probe_frames(restored) if staging is not None else None
     workers = args.num_workers or (1 if args.num_gpus else 0)
     if workers:
         from envsdk.cluster.ray_session import start_ray
@@ -328,7 +352,6 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
 
     from envsdk.evaluation.evaluator import EvalSpec
 
-    staging = video_dir / ".staging" if video_dir else None
     spec = EvalSpec(
         restored=restored,
         explore=args.explore,
@@ -348,29 +371,25 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
     print(summary(records))
     for line in games_summary(records, str(opponent)):
         print(line)
+    return records
 
-    if video_dir:
-        _place_videos(records, video_dir)
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-        print(f"videos: {video_dir} ({sum(r.video is not None for r in records)} MP4 files)")
-    if not args.no_out:
-        from envsdk.evaluation import experience
 
-        out = Path(args.out).resolve() if args.out else found.checkpoint / DEFAULT_OUT
-        meta = {
-            "checkpoint": str(found.checkpoint),
-            "algorithm": restored.algorithm,
-            "env": restored.env.name,
-            "env_config": restored.env_config,
-            "explore": args.explore,
-            "seed": args.seed,
-            "multi_agent": restored.multi_agent,
-            "episodes": len(records),
-        }
-        experience.write(out, records, meta, args.save_info)
-        print(f"experience: {out} (numpy.load; keys epNNNN/AGENT/obs|actions|rewards|...)")
-    return 0
+def _write_experience(args: argparse.Namespace, checkpoint: Path, restored: Any, records: list) -> None:
+    from envsdk.evaluation import experience
+
+    out = Path(args.out).resolve() if args.out else checkpoint / DEFAULT_OUT
+    meta = {
+        "checkpoint": str(checkpoint),
+        "algorithm": restored.algorithm,
+        "env": restored.env.name,
+        "env_config": restored.env_config,
+        "explore": args.explore,
+        "seed": args.seed,
+        "multi_agent": restored.multi_agent,
+        "episodes": len(records),
+    }
+    experience.write(out, records, meta, args.save_info)
+    print(f"experience: {out} (numpy.load; keys epNNNN/AGENT/obs|actions|rewards|...)")
 
 
 def _probe_frames(restored: Any) -> tuple[str, tuple]:

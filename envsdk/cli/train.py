@@ -242,7 +242,7 @@ def main(argv: list[str], prog: str = "train.py") -> int:
         )
     )
     with speedups.untracked_imports():  # RLlib's import (torch, Ray, Tune), out of the collector's way
-        from envsdk.training.algorithm_config import build_config
+        from envsdk.training.build import build_config
     speedups.install(off)
 
     built = [build_config(exp, exp.overrides, dry_run=args.dry_run) for exp in experiments]
@@ -252,7 +252,7 @@ def main(argv: list[str], prog: str = "train.py") -> int:
         return 0
 
     from envsdk.cluster.ray_session import check_gpus, kill_descendants, local_gpus, start_ray, stop_ray
-    from envsdk.envs.guard import on_hard_exit
+    from envsdk.envs.stall_watch import on_hard_exit
     from envsdk.training.outcome import print_summary
     from envsdk.training.plots import Painter
 

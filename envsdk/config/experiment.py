@@ -12,10 +12,10 @@ Format (as ``rllib train -f`` accepted in Ray 1.x)::
       checkpoint_score_attr: episode_reward_mean
       num_samples: 1
       scheduler: {type: ASHA, grace_period: 5}
-      config: {...}             # algorithm config, see envsdk.training.algorithm_config
+      config: {...}             # algorithm config, see envsdk.training.build
 
 Experiment-level keys are checked here; the ``config`` mapping is checked by
-:mod:`envsdk.training.algorithm_config`.
+:mod:`envsdk.training.build`.
 """
 
 from __future__ import annotations

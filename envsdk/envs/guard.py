@@ -6,8 +6,8 @@ torch's ``probability tensor contains either inf, nan`` for a NaN observation, n
 ``Output array is the wrong shape`` for a wrong one, and nothing at all for an env whose
 ``step`` never returned.  A :class:`Guard` sits on the env runner's (vectorized) env and
 
-* times every ``reset``/``step``/``close`` call; a process-wide watchdog (:class:`_Watch`)
-  ends a call that has not returned within the stall bound (:func:`_stalled`);
+* times every ``reset``/``step``/``close`` call; a process-wide watchdog
+  (:mod:`envsdk.envs.stall_watch`) ends a call that has not returned within the stall bound;
 * checks each observation against its space (shape, kind of number, NaN/inf, and the Box
   bounds as ``env_checks.observation_bounds`` says) and each reward (NaN/inf), on the
   whole batch at once, so the cost is a few numpy reductions per vector step
@@ -19,15 +19,9 @@ Settings: :mod:`envsdk.config.env_checks`.  Docs: docs/env-faults.md.
 
 from __future__ import annotations
 
-import logging
 import math
-import os
-import signal
-import sys
 import threading
 import time
-import traceback
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -36,27 +30,11 @@ import gymnasium as gym
 import numpy as np
 
 from envsdk import internals
-from envsdk.errors import RunFault, as_user_error
+from envsdk.envs.faults import EnvFault, ObservationFault, RewardFault
+from envsdk.envs.stall_watch import watch
+from envsdk.errors import as_user_error
 
-STALL_SIGNAL = signal.SIGUSR2  # raises EnvStalled in a main thread that is stuck in an env call
-GRACE_S = 10.0  # after the stall is raised, how long a call may take to give up before the process ends
 NUMERIC_KINDS = "biuf"
-
-
-class EnvFault(RunFault):
-    """An env did something nothing can learn from; the message names it and what to do."""
-
-
-class ObservationFault(EnvFault):
-    """An observation that does not fit its space, or is NaN or infinite."""
-
-
-class RewardFault(EnvFault):
-    """A NaN or infinite reward."""
-
-
-class EnvStalled(EnvFault):
-    """An env call that did not return within the stall bound."""
 
 
 class EnvRaised(EnvFault):
@@ -319,7 +297,7 @@ class Guard:
         self._prepare()
         self._reset, self._step, self._close = env.reset, env.step, env.close
         env.reset, env.step, env.close = self.reset, self.step, self.close
-        _watch().add(self)
+        watch(self)
 
     def _enter(self, call: str) -> None:
         self.call = call
@@ -506,106 +484,3 @@ class MultiAgentGuard(Guard):
             for agent, reward in per_agent.items():
                 if not math.isfinite(reward):
                     self._reward_fault(reward, sub_env, agent)
-
-
-# ---- stalls ------------------------------------------------------------------------------------
-
-_pending: list[EnvStalled] = []  # the stall to raise in the main thread (by the signal handler)
-_driver_exit: list[Callable[[], None]] = []  # set by train.py: what the driver ends before it exits
-
-
-def on_hard_exit(hook: Callable[[], None]) -> None:
-    """What this process ends before it exits when a stuck env call cannot be interrupted
-    (train.py: the processes it started).  The fault is printed and logged (a remote runner's
-    error file, which the driver reads), and the process exits 1."""
-    _driver_exit[:] = [hook]
-
-
-def _raise_pending(signum: int, frame: Any) -> None:
-    if _pending:
-        raise _pending.pop()
-
-
-def arm_main_thread() -> None:
-    """Let the watchdog raise :class:`EnvStalled` in this process's main thread (called there)."""
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(STALL_SIGNAL) in (
-        signal.SIG_DFL,
-        _raise_pending,
-    ):
-        signal.signal(STALL_SIGNAL, _raise_pending)
-
-
-class _Watch:
-    """One daemon thread per process that looks at every guard's call in progress."""
-
-    def __init__(self) -> None:
-        self.guards: weakref.WeakSet[Guard] = weakref.WeakSet()
-        self.thread = threading.Thread(target=self._run, name="envsdk-stall-watch", daemon=True)
-        self.thread.start()
-
-    def add(self, guard: Guard) -> None:
-        self.guards.add(guard)
-
-    def _run(self) -> None:
-        while True:
-            period = min((g.stall_s for g in list(self.guards)), default=10.0) / 10
-            time.sleep(min(max(period, 0.05), 1.0))
-            now = time.monotonic()
-            for guard in list(self.guards):
-                since = guard.since
-                if since is not None and now - since > guard.stall_s and guard.reported != since:
-                    guard.reported = since  # one report per stuck call
-                    _stalled(guard, since, now - since)
-
-
-_the_watch: list[_Watch] = []
-
-
-def _watch() -> _Watch:
-    if not _the_watch:
-        _the_watch.append(_Watch())
-    return _the_watch[0]
-
-
-def _stuck_at(thread: int) -> str:
-    frame = sys._current_frames().get(thread)
-    return "".join(traceback.format_stack(frame)) if frame is not None else "(no stack)"
-
-
-def _stalled(guard: Guard, since: float, silent_s: float) -> None:
-    """End a call that has not returned: raise in the main thread where the runner is local (the
-    run then ends as on any error); otherwise, or if the call does not give up within GRACE_S,
-    record the fault where the driver reads it and end this process."""
-    message = (
-        f"{guard.site.describe()} has not returned from {guard.call}() for {silent_s:.0f} s"
-        f" (config: env_checks: stall_timeout_s {guard.stall_s:g}); fix: find what the env waits for"
-        " (a simulator, server or device that stopped answering), or raise stall_timeout_s if a"
-        " call may really take that long"
-    )
-    stack = _stuck_at(guard.thread)
-    if (
-        guard.site.runner == 0
-        and guard.thread == threading.main_thread().ident
-        and signal.getsignal(STALL_SIGNAL) is _raise_pending
-    ):
-        _pending[:] = [EnvStalled(message)]
-        signal.pthread_kill(guard.thread, STALL_SIGNAL)
-        deadline = time.monotonic() + GRACE_S
-        while time.monotonic() < deadline:
-            time.sleep(0.1)
-            if guard.since != since:
-                return  # the call gave up: the error takes the path of any env error
-    _end_process(message, stack)
-
-
-def _end_process(message: str, stack: str) -> None:
-    """Log the stall (a remote runner's error file, envsdk.training.failures, keeps the first
-    logged exception), say it, let the driver end what it started, and exit."""
-    try:
-        raise EnvStalled(message)
-    except EnvStalled as err:
-        logging.getLogger("ray.rllib").error("where the env was stuck:\n%s", stack, exc_info=err)
-    print(f"error: EnvStalled: {message}", file=sys.stderr, flush=True)
-    for hook in _driver_exit:
-        hook()
-    os._exit(1)

@@ -84,10 +84,22 @@ def _names_our_code(err: Exception) -> bool:
     return isinstance(err, AttributeError) and any(f"'{p}." in str(err) for p in OUR_PACKAGES)
 
 
+# Format 1's migration: where our objects that older checkpoints pickle by module path live now.
+MOVED = {
+    ("envsdk.training.algorithm_config", "SharedPolicy"): "envsdk.training.build.multi_agent",
+    ("envsdk.training.algorithm_config", "PolicyPerAgent"): "envsdk.training.build.multi_agent",
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        return super().find_class(MOVED.get((module, name), module), name)
+
+
 def _unpickle(path: Path, by: WrittenBy) -> Any:
     try:
         with path.open("rb") as fh:
-            return pickle.load(fh)
+            return _Unpickler(fh).load()
     except (ModuleNotFoundError, AttributeError) as err:
         if _names_our_code(err):
             raise UserError(
@@ -215,7 +227,7 @@ def _new_stack(checkpoint: Path, info: dict[str, Any], by: WrittenBy) -> _Stack:
 def _rebuilt(info: dict[str, Any]) -> Any:
     """The run's BuiltConfig from its recorded experiment (and the values its trial drew), or None
     where today's code refuses it (said in a notice)."""
-    from envsdk.training.algorithm_config import build_config  # RLlib's algorithms: only here
+    from envsdk.training.build import build_config  # RLlib's algorithms: only here
 
     exp = from_record(info["experiment_spec"])
     try:

@@ -33,7 +33,8 @@ from ray.rllib.core.columns import Columns
 
 from envsdk import internals
 from envsdk.config.env_checks import EnvCheckSettings
-from envsdk.envs.guard import MultiAgentGuard, SingleAgentGuard, Site, arm_main_thread
+from envsdk.envs.guard import MultiAgentGuard, SingleAgentGuard, Site
+from envsdk.envs.stall_watch import arm_main_thread
 from envsdk.errors import RunFault
 from envsdk.training.callbacks import add_callback, reads_the_episode_only
 

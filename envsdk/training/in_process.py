@@ -37,7 +37,7 @@ from envsdk.errors import UserError, raise_if_user_error, root_cause
 from envsdk.internals import release_utilization_monitor
 from envsdk.notices import notice
 from envsdk.progress import ProgressLine, format_line
-from envsdk.training.algorithm_config import BuiltConfig
+from envsdk.training.build import BuiltConfig
 from envsdk.training.checkpoints import (
     MANIFEST,
     best_in_trial,

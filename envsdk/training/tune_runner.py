@@ -24,7 +24,7 @@ from envsdk.errors import UserError
 from envsdk.internals import without_object_store
 from envsdk.progress import RETURN, ProgressLine
 from envsdk.training import failures
-from envsdk.training.algorithm_config import BuiltConfig
+from envsdk.training.build import BuiltConfig
 from envsdk.training.callbacks import add_callback_class
 from envsdk.training.checkpoints import ManifestWriter, best_of, check_format, read_manifest
 from envsdk.training.guards import with_learner_stats
