@@ -64,6 +64,7 @@ TABLE: dict[str, Substitution] = {
             "SACTorchLearner (three backward passes)",
             "envsdk/training/sac_learner.py",
             "one backward pass for the same gradients (benchmarks/floor.py, replay.py)",
+            "critic_loss: squared (RLlib's learner has the huber loss only)",
         ),
         Substitution(
             "in-process-trial",

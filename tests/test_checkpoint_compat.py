@@ -101,7 +101,7 @@ def result_of(checkpoint: Path) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize(("kept", "kind"), KEPT, ids=[f"{c.parent.name}-{c.name}" for c, _ in KEPT])
 def test_rolls_out_exports_and_resumes(
-    kept: Path, kind: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    kept: Path, kind: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, standin_builds: Path
 ) -> None:
     checkpoint = tmp_path / "checkpoint"
     shutil.copytree(kept, checkpoint)
@@ -113,7 +113,7 @@ def test_rolls_out_exports_and_resumes(
         if json.loads((kept / MANIFEST).read_text())["format"] == 1:
             # Its config, unpickled, holds the player's path of the day: the user names where it is now.
             # Format 2 builds the config again, and finds builds/Chase as training would.
-            rollout += ["--env-config", '{"file_name": "builds/Chase"}']
+            rollout += ["--env-config", json.dumps({"file_name": str(standin_builds / "Chase")})]
     out = run_group([sys.executable, *rollout], timeout=240)
     said = out.stdout + out.stderr
     assert out.returncode == 0, said[-3000:]

@@ -159,8 +159,10 @@ def test_critic_loss_needs_the_sac_learner(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv(substitutions.STOCK, "sac-learner")
     (exp,) = load_experiments(ROOT / "configs" / "pendulum-sac.yaml")
     exp.config["critic_loss"] = "squared"
-    with pytest.raises(UserError, match="critic_loss is read by envsdk's SAC learner"):
+    with pytest.raises(UserError, match="critic_loss 'squared' is computed by envsdk's SAC learner"):
         build_config(exp)
+    exp.config["critic_loss"] = "huber"  # RLlib's own: what stock RLlib does anyway
+    assert build_config(exp).config.learner_class.__module__.startswith("ray.rllib")
 
 
 def test_dry_run_lists_the_table_and_stock_lists_none_in_force(
