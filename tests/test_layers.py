@@ -121,3 +121,22 @@ def test_no_import_cycle():
 
     for node in sorted(graph):
         visit(node)
+
+
+def test_no_module_is_ignored_by_git():
+    """A package that a .gitignore pattern hides (``build/`` once hid envsdk/training/build/) is
+    missing from every clone: CI's, and users'."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    folders = ["envsdk", "unity_bridge", "models", "tests", "benchmarks", "configs"]
+    hidden = subprocess.run(
+        ["git", "ls-files", "--others", "--ignored", "--exclude-standard", "--", *folders],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert not [p for p in hidden if p.endswith((".py", ".yaml", ".json", ".pkl"))], hidden[:10]

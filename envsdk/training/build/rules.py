@@ -1,0 +1,249 @@
+"""Rules of one algorithm, API stack or env kind: replay buffers, SAC's batch and loss, the new
+stack's settings, reward normalization, Atari, ``horizon``, the start-up check's tries."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import gymnasium as gym
+from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
+
+from envsdk import internals, substitutions
+from envsdk.config.yamlio import LineDict
+from envsdk.envs import atari
+from envsdk.envs.atari import AtariSettings
+from envsdk.envs.checker import EnvInfo
+from envsdk.envs.registry import ResolvedEnv
+from envsdk.errors import UserError
+from envsdk.notices import notice
+from envsdk.training import (
+    observation_filter,
+    reward_normalization,
+)
+from envsdk.training.build.record import Build
+from envsdk.training.build.translate import search_candidates
+from envsdk.training.sac_learner import CRITIC_LOSS, CRITIC_LOSSES
+
+
+def new_stack_settings(values: LineDict, config: AlgorithmConfig, multi_agent: bool) -> None:
+    """Old-stack settings that the new API stack takes in another form."""
+    if "num_gpus" in values:  # the YAML asked; an algorithm's own default num_gpus is no request
+        gpus = values.pop("num_gpus")
+        if gpus:
+            notice(f"config key 'num_gpus: {gpus}' is num_gpus_per_learner on the new API stack")
+            values.setdefault("num_gpus_per_learner", gpus)
+    n_step = values.get("n_step", config.n_step if hasattr(config, "n_step") else None)
+    longest = max(n_step) if isinstance(n_step, list | tuple) else n_step
+    fragment = values.get("rollout_fragment_length")
+    if isinstance(longest, int) and isinstance(fragment, int) and fragment < longest:
+        notice(f"rollout_fragment_length {fragment} -> {longest}: the new API stack needs at least n_step")
+        values["rollout_fragment_length"] = longest
+    kind = values.pop("observation_filter", "NoFilter")
+    if kind in ("MeanStdFilter", "ConcurrentMeanStdFilter"):
+        notice(
+            f"observation_filter: {kind} is an env-to-module connector on the new API stack "
+            "(each float Box part normalised; saved with checkpoints)"
+        )
+        config.env_runners(
+            env_to_module_connector=functools.partial(
+                observation_filter.mean_std_filter, multi_agent=multi_agent
+            )
+        )
+    elif kind != "NoFilter":
+        raise UserError(
+            f"{values.where('observation_filter')}: observation_filter '{kind}' has no new-API-stack form",
+            "use MeanStdFilter or NoFilter",
+        )
+    where = values.where("normalize_rewards")
+    normalize = values.pop("normalize_rewards", False)
+    if not isinstance(normalize, bool):
+        raise UserError(f"{where}: normalize_rewards must be true or false, got {normalize!r}", "")
+    if normalize:
+        _normalize_rewards(values, config, where)
+
+
+# RLlib's episode replay buffers for one module, and their counterparts for several.
+MULTI_AGENT_BUFFERS = {
+    "EpisodeReplayBuffer": "MultiAgentEpisodeReplayBuffer",
+    "PrioritizedEpisodeReplayBuffer": "MultiAgentPrioritizedEpisodeReplayBuffer",
+}
+
+
+def fit_replay_buffer(config: AlgorithmConfig, default_config: AlgorithmConfig, values: LineDict) -> None:
+    """A replay buffer that can hold what the env runners sample, with the settings it samples with.
+
+    RLlib 2.60 keeps a single-agent buffer type (its DQN/SAC default) for a multi-agent config, whose
+    first sample then fails deep inside (``unhashable type: 'slice'``): the multi-agent counterpart
+    is taken instead.  And ``replay_buffer_config`` replaces RLlib's defaults whole when its
+    ``type`` changes, so a prioritized type named without ``beta`` sampled with ``beta=None``
+    (``'>=' not supported``): a missing ``beta`` is the algorithm's default.
+    """
+    buffer = getattr(config, "replay_buffer_config", None)
+    if not isinstance(buffer, dict) or not config.enable_env_runner_and_connector_v2:
+        return
+    kind = buffer.get("type")
+    name = (kind if isinstance(kind, str) else getattr(kind, "__name__", "")).rsplit(".", 1)[-1]
+    fitted = dict(buffer)
+    if config.is_multi_agent and name in MULTI_AGENT_BUFFERS:
+        fitted["type"] = name = MULTI_AGENT_BUFFERS[name]
+        if isinstance(values.get("replay_buffer_config"), dict) and "type" in values["replay_buffer_config"]:
+            notice(f"replay_buffer_config type {kind} holds one policy's episodes: using {name}")
+    if "Prioritized" in name and fitted.get("beta") is None:
+        fitted["beta"] = default_config.replay_buffer_config.get("beta", 0.0)  # type: ignore[attr-defined]
+    if fitted != buffer:
+        config.training(replay_buffer_config=fitted)  # type: ignore[call-arg]
+
+
+def _normalize_rewards(values: LineDict, config: AlgorithmConfig, where: str) -> None:
+    """``normalize_rewards: true``: :mod:`envsdk.training.reward_normalization`'s learner piece."""
+    if not isinstance(config, reward_normalization.on_policy_configs()):
+        raise UserError(
+            f"{where}: normalize_rewards works with {', '.join(reward_normalization.ALGORITHMS)}, "
+            f"not {getattr(config.algo_class, '__name__', type(config).__name__)}",
+            "remove it, or scale the env's rewards (replayed transitions come out of order)",
+        )
+    gamma = values.get("gamma", config.gamma)  # a searched gamma: the normaliser uses the default's
+    piece = functools.partial(
+        reward_normalization.reward_normalizer,
+        gamma=gamma if isinstance(gamma, float | int) else config.gamma,
+    )
+    config.training(learner_connector=piece)
+
+
+def atari_preprocessing(values: LineDict, resolved: ResolvedEnv) -> AtariSettings | None:
+    """The standard preprocessing for an Atari env unless ``atari_preprocessing: false``
+    (:mod:`envsdk.envs.atari`); Ray 1.x's ``model: {dim, grayscale, framestack}`` size it."""
+    given = values.pop("atari_preprocessing", None)
+    where = values.where("atari_preprocessing")
+    ale = resolved.name.split(":")[0] == "ale_py" if resolved.creator is None else False
+    if not ale:
+        if given not in (None, False):
+            raise UserError(
+                f"{where}: atari_preprocessing needs an Atari game (an ALE/... id),"
+                f" and env is '{resolved.name}'",
+                "remove atari_preprocessing, or use an ALE id such as ALE/Pong-v5",
+            )
+        return None
+    model = values.get("model")
+    sized = atari.from_model_options(model) if isinstance(model, dict) and given is None else {}
+    settings = AtariSettings.parse(sized or given, where)
+    if settings is not None:
+        notice(f"Atari preprocessing: {settings.describe()} (atari_preprocessing: false to turn it off)")
+    return settings
+
+
+def check_vectorize_mode(values: LineDict, resolved: ResolvedEnv) -> None:
+    """``gym_env_vectorize_mode: vector_entry_point`` needs an env with gymnasium's own vector version.
+
+    RLlib would fail in its env runner (for a class of the user's, after training has started).
+    """
+    mode = values.get("gym_env_vectorize_mode")
+    if str(getattr(mode, "value", mode)).lower() != "vector_entry_point":
+        return
+    spec = gym.registry.get(resolved.name) if resolved.creator is None else None
+    if spec is None or spec.vector_entry_point is None:
+        raise UserError(
+            f"{values.where('gym_env_vectorize_mode')}: env '{resolved.name}' has no vectorized version "
+            "(gymnasium's vector_entry_point), which gym_env_vectorize_mode: vector_entry_point needs",
+            "drop the key (RLlib steps its envs one by one, 'sync'), or use 'async' for envs in processes",
+        )
+
+
+def has_continuous_actions(info: EnvInfo) -> bool:
+    """Whether any action space of the env has a Box in it (True when the spaces are unknown)."""
+    spaces = [act for _, act in info.agent_spaces.values()]
+    if not spaces:
+        return True
+
+    def has_box(space: gym.Space) -> bool:
+        if isinstance(space, gym.spaces.Box):
+            return True
+        if isinstance(space, gym.spaces.Dict):
+            return any(has_box(sub) for sub in space.spaces.values())
+        if isinstance(space, gym.spaces.Tuple):
+            return any(has_box(sub) for sub in space.spaces)
+        return False
+
+    return any(has_box(space) for space in spaces)
+
+
+def per_learner_batch(b: Build, defaults: dict[str, Any]) -> None:
+    """``train_batch_size`` for an algorithm whose RLlib 2.60 config reads only
+    ``train_batch_size_per_learner`` (its defaults set that one: SAC, CQL), where the YAML's
+    value would go unused without a word: it moves there (a search space too), with a notice.
+    Where RLlib derives the per-learner size from ``train_batch_size`` (PPO, DQN, ...), it stays."""
+    values = b.values
+    if "train_batch_size" not in values or "train_batch_size_per_learner" in values:
+        return
+    if internals.per_learner_batch_unset(defaults):
+        return
+    if (values.get("num_learners") or defaults.get("num_learners") or 0) > 1:
+        raise UserError(
+            f"{values.where('train_batch_size')}: {b.exp.run} on RLlib 2.60 reads only"
+            " train_batch_size_per_learner, and this config has several learners",
+            "set train_batch_size_per_learner: the batch each learner updates on",
+        )
+    values["train_batch_size_per_learner"] = values.pop("train_batch_size")
+    if ("train_batch_size",) in b.search:
+        b.search[("train_batch_size_per_learner",)] = b.search.pop(("train_batch_size",))
+    notice(
+        f"config key 'train_batch_size' is 'train_batch_size_per_learner' for {b.exp.run}:"
+        " RLlib 2.60 reads only that one"
+    )
+
+
+def take_critic_loss(b: Build) -> None:
+    """``critic_loss: huber | squared`` (a search space too): the loss of SAC's critics on the TD
+    error, which training/sac_learner.py reads from RLlib's ``learner_config_dict``."""
+    values = b.values
+    if "critic_loss" not in values:
+        return
+    where = values.where("critic_loss")
+    domain = b.search.pop(("critic_loss",), None)
+    value = values.pop("critic_loss")
+    for candidate in search_candidates(domain) if domain is not None else [value]:
+        if candidate not in CRITIC_LOSSES:
+            raise UserError(
+                f"{where}: critic_loss must be one of {', '.join(CRITIC_LOSSES)}, got {candidate!r}",
+                "use 'squared' (the SAC paper's and SB3's) or 'huber' (RLlib's, the default)",
+            )
+    old_stack = values.get("enable_rl_module_and_learner") is False
+    if old_stack or "learner_class" in values or b.default_config.learner_class is not RLlibSACTorchLearner:
+        raise UserError(
+            f"{where}: critic_loss is a setting of RLlib's SAC learner on the new API stack,"
+            f" which this {b.exp.run} config does not train with",
+            "remove critic_loss (or train with run: SAC and RLlib's SAC learner)",
+        )
+    asked = search_candidates(domain) if domain is not None else [value]
+    if "sac-learner" in b.off and asked != ["huber"]:
+        raise UserError(
+            f"{where}: critic_loss {value!r} is computed by envsdk's SAC learner, which stock: (or"
+            f" {substitutions.STOCK}) turns off; RLlib's own learner has the huber loss only",
+            "use critic_loss: huber (RLlib's), or keep the sac-learner substitution on",
+        )
+    values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), CRITIC_LOSS: value}
+    if domain is not None:
+        b.search[("learner_config_dict", CRITIC_LOSS)] = domain
+
+
+def with_horizon(values: LineDict, resolved: ResolvedEnv) -> tuple[ResolvedEnv, int | None]:
+    """Ray 1.x ``horizon``: episodes cut after N steps (a gymnasium TimeLimit)."""
+    horizon = values.pop("horizon", None)
+    if horizon is None:
+        return resolved, None
+    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
+        raise UserError(f"{values.where('horizon')}: horizon must be a positive integer, got {horizon!r}", "")
+    notice(f"config key 'horizon' is a time limit of {horizon} steps on the env")
+    return resolved.with_time_limit(horizon), horizon
+
+
+START_TRIES = 3  # envs built for the start-up check where the YAML asks RLlib to recreate failing ones
+
+
+def start_tries(values: Any) -> int:
+    """How many envs the start-up check may build: a run that asks RLlib to recreate failing envs
+    or runners trains on an env that fails now and then, so its first step may fail too."""
+    asked = values.get("restart_failed_sub_environments") or values.get("restart_failed_env_runners")
+    return START_TRIES if asked else 1
