@@ -39,7 +39,7 @@ STOCK = [n for n in CONFIGS if not n.startswith("unity-") and n not in STOCK_CAN
 # critic_loss: squared is computed by envsdk's SAC learner only (stock refuses it, naming the key).
 STOCK_FLAGS = {"halfcheetah-sac.yaml": ["--config.critic_loss=huber"]}
 OURS = ("envsdk.training.batched_runner", "envsdk.training.sac_learner", "envsdk.training.off_policy")
-OURS += ("guard_env", "arm_action_check", "on_env_runner")
+OURS += ("guard_env", "arm_action_check", "speedups.on_env_runner")
 
 
 def experiment_names(name: str) -> list[str]:

@@ -292,10 +292,13 @@ def stage_hooks(b: Build) -> None:
     if b.model.old_stack:
         return  # the old stack smooths its episode metrics itself, and takes no callback functions
     patches_off = sorted(set(substitutions.PATCHES) & b.off)
-    hook = (
-        functools.partial(speedups.on_env_runner, off=patches_off) if patches_off else speedups.on_env_runner
-    )
-    add_callback(config, "on_environment_created", hook, first=True)
+    if speedups.wanted(set(patches_off)):  # a patch to install in each env runner's process
+        hook = (
+            functools.partial(speedups.on_env_runner, off=patches_off)
+            if patches_off
+            else speedups.on_env_runner
+        )
+        add_callback(config, "on_environment_created", hook, first=True)
     add_callback(config, "on_episode_end", episode_window.log_episode)
     window = episode_window.EpisodeWindow(config.metrics_num_episodes_for_smoothing)
     add_callback(config, "on_train_result", window, first=True)
