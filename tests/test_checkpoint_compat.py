@@ -24,6 +24,7 @@ from envsdk import internals
 from envsdk.errors import UserError
 from envsdk.evaluation.restore import load
 from envsdk.training.checkpoints import FORMAT, MANIFEST, read_manifest, write_manifest
+from envsdk.training.episode_window import log_episode
 from tests.helpers import ROOT, run_group, run_train
 
 SETS = ROOT / "tests" / "checkpoints"
@@ -67,7 +68,9 @@ def test_a_checkpoint_loads_with_none_of_our_code_unpickled(tmp_path: Path) -> N
     kept = next(c for c, _ in KEPT if c.name == "cartpole-ppo" and manifest_format(c) == FORMAT)
     restored = load(with_our_hook_renamed(kept, tmp_path / "now", FORMAT))
     assert restored.algorithm == "PPO" and restored.env.name == "CartPole-v1"
-    assert not restored.config.is_multi_agent and restored.config.callbacks_on_environment_created
+    assert not restored.config.is_multi_agent
+    # Our hooks are today's objects (built again), stock mode or not.
+    assert log_episode in restored.config.callbacks_on_episode_end
     with pytest.raises(UserError) as refused:
         load(with_our_hook_renamed(kept, tmp_path / "then", 1))
     said = str(refused.value)
