@@ -130,21 +130,24 @@ def verify(folder: Path) -> dict[str, Any] | None:
 
 
 class ManifestWriter(tune.Callback):
-    """Tune callback: write the manifest once a checkpoint is in its final folder."""
+    """Tune callback: write the manifest once a checkpoint is in its final folder.  ``searched``:
+    where the search spaces sit in a trial's config; the manifest keeps what the trial drew there."""
 
-    def __init__(self, run: dict[str, Any]):
+    def __init__(self, run: dict[str, Any], searched: list[tuple[str, ...]]):
         self.run = run  # includes "score_attr", the metric checkpoints are ranked by
+        self.searched = searched
 
     def on_checkpoint(self, iteration: int, trials: list, trial: Any, checkpoint: Any, **info: Any) -> None:
         folder = Path(checkpoint.path)
         if not folder.is_dir():  # remote storage: nothing local to describe
             return
         result = summary(trial.last_result or {}, self.run.get("score_attr"))
-        searched = [[path, _at(trial.config, path)] for path in self.run.get("searched", [])]
+        searched = [[list(path), _at(trial.config, path)] for path in self.searched]
         write_manifest(folder, {**self.run, "trial": trial.trial_id, "searched": searched}, result)
 
 
-def _at(tree: dict[str, Any], path: list[str]) -> Any:
+def _at(tree: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at ``path`` exactly (a key may hold a '/', unlike progress.lookup's paths)."""
     for part in path:
         tree = tree[part]
     return tree

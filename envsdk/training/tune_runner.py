@@ -57,7 +57,6 @@ def _run_info(exp: Experiment, built: BuiltConfig, score_attr: str | None, order
         # The experiment as built: loading a checkpoint builds its config again from this, with the
         # code of the day (checkpoints.py: FORMAT), and takes only the weights and states from files.
         "experiment_spec": built.experiment,
-        "searched": [list(path) for path in built.space_paths()],  # ManifestWriter adds the values
         "score_attr": score_attr,
         "score_mode": order,
         "ray_version": ray.__version__,
@@ -137,7 +136,7 @@ def run_experiment(
         failure_config=tune.FailureConfig(max_failures=exp.max_failures),
         callbacks=[
             ProgressLine(exp.name, exp.stop),
-            ManifestWriter(run_info),
+            ManifestWriter(run_info, list(built.space_paths())),
             interrupter,
             PendingWatch(),
             *logger_callbacks(exp.loggers, exp_dir, exp.name),
