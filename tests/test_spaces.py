@@ -414,6 +414,21 @@ def test_seed_tutorial_basic_env_learns(train, tmp_path):
     assert returns[0] < 0 and returns[-1] >= 0.5, returns
 
 
+def test_seed_tutorial_basic_env_trains_in_a_tune_trial_too(train, tmp_path, monkeypatch):
+    """Its `import gym` is answered by gymnasium in the trial's own Ray worker too, where the env's
+    modules are imported again (before: 'needs the module gym' there, on stock RLlib and in any
+    Tune run)."""
+    seed = ROOT / "tests" / "seeds" / "basic_env"
+    for path in seed.iterdir():
+        shutil.copy(path, tmp_path / path.name)
+    monkeypatch.setenv("ENVSDK_STOCK", "in-process-trial")  # a Tune trial, in a worker of its own
+    out = train("-f", str(tmp_path / "custom_env.yaml"), "--stop-iters", "1", cwd=tmp_path, timeout=570)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    assert "done: custom-env:" in out.stdout
+    (trial,) = [p.parent for p in train.results.glob("*/*/progress.csv")]
+    assert float(progress_rows(trial)[-1]["num_env_steps_sampled_lifetime"]) > 0
+
+
 CRASH_ENV = '''
 import sys
 

@@ -73,7 +73,7 @@ def is_user_module(module: Any) -> bool:
     return bool(path) and "site-packages" not in path and not path.startswith(sys.prefix)
 
 
-def _import_user_module(name: str) -> Any:
+def import_user_module(name: str) -> Any:
     """Import a user's module; old tutorials' ``import gym`` gets gymnasium if gym is not installed."""
     try:
         return importlib.import_module(name)
@@ -81,7 +81,8 @@ def _import_user_module(name: str) -> Any:
         missing = err.name or ""
         if not (missing == "gym" or missing.startswith("gym.")) or not alias_gym():
             raise
-        notice(f"'{name}' imports gym, which is not installed: using gymnasium, its successor, as gym")
+        who = "gym" if name.split(".")[0] == "gym" else f"'{name}' imports gym, which"
+        notice(f"{who} is not installed: using gymnasium, its successor, as gym")
         return importlib.import_module(name)
 
 
@@ -111,7 +112,7 @@ def import_module(module_name: str, search: Iterable[Path] = (), what: str = "mo
     add_to_sys_path(folders)
     before = {name.split(".")[0] for name in sys.modules}
     try:
-        module = _import_user_module(module_name)
+        module = import_user_module(module_name)
     except ModuleNotFoundError as err:
         if err.name and module_name.split(".")[0] != err.name.split(".")[0]:
             raise UserError(

@@ -41,7 +41,14 @@ import gymnasium as gym
 from envsdk.envs import atari, layout, time_limit
 from envsdk.envs.atari import AtariSettings
 from envsdk.envs.compat import LegacyGymAdapter, needs_adapter, share_spaces
-from envsdk.envs.imports import import_module, import_ref, imported_with, is_user_module, split_ref
+from envsdk.envs.imports import (
+    import_module,
+    import_ref,
+    import_user_module,
+    imported_with,
+    is_user_module,
+    split_ref,
+)
 from envsdk.envs.pettingzoo_envs import is_pettingzoo, pettingzoo_target, registry_id, wrap_pettingzoo
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice
@@ -163,11 +170,12 @@ def check_keywords(target: Callable[..., Any], settings: dict[str, Any], name: s
 
 
 def import_for_env(module: str, env_name: str) -> None:
-    """Import a module that building ``env_name`` needs, in whichever process builds it."""
+    """Import a module that building ``env_name`` needs, in whichever process builds it (``gym``
+    answered by gymnasium where gym is not installed, as in the process that resolved the env)."""
     if module in sys.modules:
         return
     try:
-        importlib.import_module(module)
+        import_user_module(module)
     except ImportError as err:
         raise UserError(
             f"env '{env_name}' needs the module '{module}', which cannot be imported in this process"
