@@ -24,6 +24,7 @@ import functools
 import math
 import numbers
 import sys
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import torch
@@ -48,7 +49,7 @@ class PolicyDiverged(RunFault):
 
 
 def install(
-    config: Any, settings: EnvCheckSettings, where: str, sample_timeout_given: bool, off: set[str]
+    config: Any, settings: EnvCheckSettings, where: str, sample_timeout_given: bool, off: AbstractSet[str]
 ) -> None:
     """Hook the env guard, the action-input check and the learner check into ``config``, but for
     the substitutions ``off`` turns off (envsdk/substitutions.py: env-guard, action-input-check)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -23,9 +23,6 @@ from envsdk.envs.default_models.choice import module_spec
 from envsdk.envs.plugins import load_model
 from envsdk.errors import UserError, did_you_mean
 from envsdk.notices import notice
-
-if TYPE_CHECKING:
-    from ray.rllib.algorithms.algorithm import Algorithm
 from envsdk.training.build.translate import search_candidates
 
 MODEL_CONFIG_FIELDS = {f.name for f in dataclasses.fields(DefaultModelConfig)}
@@ -69,7 +66,7 @@ def _check_model_config_keys(model_config: dict[str, Any], defaults: AlgorithmCo
 def model_settings(
     values: dict[str, Any],
     info: EnvInfo,
-    algo_class: type[Algorithm],
+    defaults: AlgorithmConfig,
     run: str,
     paths: list[Path],
     where: str,
@@ -77,7 +74,8 @@ def model_settings(
 ) -> ModelSettings:
     """Route ``model``/``model_config`` to the ModelV2 dict, an RLModule plugin or the default module.
 
-    ``search``: the experiment's search spaces, whose candidates for the default model's keys are checked.
+    ``defaults``: the algorithm's default config.  ``search``: the experiment's search spaces, whose
+    candidates for the default model's keys are checked.
     """
     given_model, given_model_config = values.pop("model", None) or {}, values.pop("model_config", None) or {}
     model, model_config = dict(given_model), dict(given_model_config)
@@ -114,7 +112,6 @@ def model_settings(
     if translated:
         notice(f"model options {sorted(translated)} go to model_config on the new API stack")
         model_config = {**translated, **model_config}
-    defaults = algo_class.get_default_config()
     _check_model_config_keys(model_config, defaults, where)
     for key in sorted(set(model_config) & MODEL_CONFIG_FIELDS):
         here = where_of(given_model_config if key in given_model_config else translated, key, where)

@@ -22,7 +22,6 @@ from envsdk.training import (
     observation_filter,
     reward_normalization,
 )
-from envsdk.training.build.record import Build
 from envsdk.training.build.translate import search_candidates
 from envsdk.training.sac_learner import CRITIC_LOSS, CRITIC_LOSSES
 
@@ -169,39 +168,40 @@ def has_continuous_actions(info: EnvInfo) -> bool:
     return any(has_box(space) for space in spaces)
 
 
-def per_learner_batch(b: Build, defaults: dict[str, Any]) -> None:
+def per_learner_batch(values: LineDict, search: dict[tuple, Any], run: str, defaults: dict[str, Any]) -> None:
     """``train_batch_size`` for an algorithm whose RLlib 2.60 config reads only
     ``train_batch_size_per_learner`` (its defaults set that one: SAC, CQL), where the YAML's
     value would go unused without a word: it moves there (a search space too), with a notice.
     Where RLlib derives the per-learner size from ``train_batch_size`` (PPO, DQN, ...), it stays."""
-    values = b.values
     if "train_batch_size" not in values or "train_batch_size_per_learner" in values:
         return
     if internals.per_learner_batch_unset(defaults):
         return
     if (values.get("num_learners") or defaults.get("num_learners") or 0) > 1:
         raise UserError(
-            f"{values.where('train_batch_size')}: {b.exp.run} on RLlib 2.60 reads only"
+            f"{values.where('train_batch_size')}: {run} on RLlib 2.60 reads only"
             " train_batch_size_per_learner, and this config has several learners",
             "set train_batch_size_per_learner: the batch each learner updates on",
         )
     values["train_batch_size_per_learner"] = values.pop("train_batch_size")
-    if ("train_batch_size",) in b.search:
-        b.search[("train_batch_size_per_learner",)] = b.search.pop(("train_batch_size",))
+    if ("train_batch_size",) in search:
+        search[("train_batch_size_per_learner",)] = search.pop(("train_batch_size",))
     notice(
-        f"config key 'train_batch_size' is 'train_batch_size_per_learner' for {b.exp.run}:"
+        f"config key 'train_batch_size' is 'train_batch_size_per_learner' for {run}:"
         " RLlib 2.60 reads only that one"
     )
 
 
-def take_critic_loss(b: Build) -> None:
+def take_critic_loss(
+    values: LineDict, search: dict[tuple, Any], run: str, default_config: AlgorithmConfig, off: frozenset[str]
+) -> None:
     """``critic_loss: huber | squared`` (a search space too): the loss of SAC's critics on the TD
-    error, which training/sac_learner.py reads from RLlib's ``learner_config_dict``."""
-    values = b.values
+    error, which training/sac_learner.py reads from RLlib's ``learner_config_dict``.  ``off``: the
+    substitutions turned off (RLlib's own learner has the huber loss only)."""
     if "critic_loss" not in values:
         return
     where = values.where("critic_loss")
-    domain = b.search.pop(("critic_loss",), None)
+    domain = search.pop(("critic_loss",), None)
     value = values.pop("critic_loss")
     for candidate in search_candidates(domain) if domain is not None else [value]:
         if candidate not in CRITIC_LOSSES:
@@ -210,14 +210,14 @@ def take_critic_loss(b: Build) -> None:
                 "use 'squared' (the SAC paper's and SB3's) or 'huber' (RLlib's, the default)",
             )
     old_stack = values.get("enable_rl_module_and_learner") is False
-    if old_stack or "learner_class" in values or b.default_config.learner_class is not RLlibSACTorchLearner:
+    if old_stack or "learner_class" in values or default_config.learner_class is not RLlibSACTorchLearner:
         raise UserError(
             f"{where}: critic_loss is a setting of RLlib's SAC learner on the new API stack,"
-            f" which this {b.exp.run} config does not train with",
+            f" which this {run} config does not train with",
             "remove critic_loss (or train with run: SAC and RLlib's SAC learner)",
         )
     asked = search_candidates(domain) if domain is not None else [value]
-    if "sac-learner" in b.off and asked != ["huber"]:
+    if "sac-learner" in off and asked != ["huber"]:
         raise UserError(
             f"{where}: critic_loss {value!r} is computed by envsdk's SAC learner, which stock: (or"
             f" {substitutions.STOCK}) turns off; RLlib's own learner has the huber loss only",
@@ -225,7 +225,7 @@ def take_critic_loss(b: Build) -> None:
         )
     values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), CRITIC_LOSS: value}
     if domain is not None:
-        b.search[("learner_config_dict", CRITIC_LOSS)] = domain
+        search[("learner_config_dict", CRITIC_LOSS)] = domain
 
 
 def with_horizon(values: LineDict, resolved: ResolvedEnv) -> tuple[ResolvedEnv, int | None]:

@@ -1,5 +1,6 @@
 """The stages of a build, in order: translate, values, env, start-up check, models, assemble,
-hooks, sampler, module check, finish.  Each reads and adds to the :class:`Build` record."""
+hooks, sampler, module check, finish.  Each takes the records of the stages before it that it
+reads, and returns its own (:mod:`envsdk.training.build.parts`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import contextlib
 import copy
 import functools
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
@@ -37,9 +38,9 @@ from envsdk.training import (
     self_play,
 )
 from envsdk.training.build.built import BuiltConfig, algorithm_class
-from envsdk.training.build.models import model_settings
+from envsdk.training.build.models import ModelSettings, model_settings
 from envsdk.training.build.multi_agent import multi_agent_settings, policy_of, set_up_self_play
-from envsdk.training.build.record import Build
+from envsdk.training.build.parts import EnvPlan, Keys, Networks, OwnKeys, StartedEnv
 from envsdk.training.build.rules import (
     atari_preprocessing,
     check_vectorize_mode,
@@ -62,6 +63,9 @@ from envsdk.training.build.translate import (
 from envsdk.training.callbacks import add_callback
 from envsdk.training.sac_learner import SACTorchLearner
 
+if TYPE_CHECKING:
+    from ray.rllib.algorithms.algorithm import Algorithm
+
 
 def build_config(
     exp: Experiment, overrides: dict[str, Any] | None = None, dry_run: bool = False
@@ -72,52 +76,52 @@ def build_config(
     game) is not built; its spaces, policies and models stay unknown.
     """
     quiet_rllib()
-    b = Build(exp=exp, dry_run=dry_run, algo_class=algorithm_class(exp.run))
-    stage_translate(b, overrides or {})
-    stage_values(b)
-    stage_env(b)
-    with stage_start_env(b):
-        stage_evaluation_env(b)
-        stage_models(b)
-        stage_assemble(b)
-        stage_hooks(b)
-        stage_sampler(b)
-        stage_check_modules(b)
-    return stage_finish(b)
+    algo_class = algorithm_class(exp.run)
+    keys = stage_translate(exp, algo_class, overrides or {})
+    own = stage_values(exp, keys)
+    plan = stage_env(exp, keys)
+    with stage_start_env(plan, keys.values, own, dry_run) as started:
+        stage_evaluation_env(plan, started, keys.values, own)
+        networks = stage_models(exp, keys, plan, started)
+        config = stage_assemble(exp, keys, own, plan, started, networks)
+        stage_hooks(config, own, plan, networks, keys.values)
+        sampler = stage_sampler(config, own, networks)
+        models = stage_check_modules(config, started, networks)
+    return stage_finish(exp, algo_class, config, keys, own, plan, started, sampler=sampler, models=models)
 
 
-def stage_translate(b: Build, overrides: dict[str, Any]) -> None:
+def stage_translate(exp: Experiment, algo_class: type[Algorithm], overrides: dict[str, Any]) -> Keys:
     """The YAML's ``config:`` with the overrides, in RLlib 2.60's names; offline input; search spaces."""
-    exp = b.exp
     raw = LineDict(copy.deepcopy(dict(exp.config)))
     raw.lines, raw.source = dict(exp.config.lines), exp.config.source
     merged = merge(dict(raw), overrides)
     for key in overrides:
         raw[key] = merged[key]  # item by item, so that raw keeps its YAML line numbers
-    b.raw = raw
-    b.default_config = b.algo_class.get_default_config()
-    b.values, b.spelled = translate(
+    default_config = algo_class.get_default_config()
+    values, spelled = translate(
         raw,
-        valid_keys(b.default_config),
+        valid_keys(default_config),
         exp.run,
         lenient=exp.translated_from is not None,
         overridden=frozenset(overrides),
     )
-    b.user_keys = set(b.values)
-    offline.prepare(b.values, exp.run, exp.base_dir)
-    b.search = extract_search_spaces(b.values, b.values.where)
+    user_keys = frozenset(values)
+    offline.prepare(values, exp.run, exp.base_dir)
+    search = extract_search_spaces(values, values.where)
+    return Keys(raw, default_config, values, spelled, user_keys, search)
 
 
-def stage_values(b: Build) -> None:
-    """Every value checked (evaluation_config's too), callbacks imported, our own blocks parsed."""
-    values = b.values
-    defaults = b.default_config.to_dict()
-    b.off = substitutions.off_in_environment() | substitutions.off_in_config(
-        values.pop(substitutions.KEY, None), values.where(substitutions.KEY)
+def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
+    """Every value checked (evaluation_config's too), callbacks imported, our own blocks taken out."""
+    values, search = keys.values, keys.search
+    defaults = keys.default_config.to_dict()
+    off = frozenset(
+        substitutions.off_in_environment()
+        | substitutions.off_in_config(values.pop(substitutions.KEY, None), values.where(substitutions.KEY))
     )
-    check_values(values, defaults, b.search, b.spelled)
-    per_learner_batch(b, defaults)
-    take_critic_loss(b)
+    check_values(values, defaults, search, keys.spelled)
+    per_learner_batch(values, search, exp.run, defaults)
+    take_critic_loss(values, search, exp.run, keys.default_config, off)
     if values.get("evaluation_config"):
         evaluation = evaluation_settings(values, values.lines.get("evaluation_config", 0))
         for key in ("model", "model_config"):
@@ -129,110 +133,120 @@ def stage_values(b: Build) -> None:
                 )
         check_values(evaluation, defaults, {}, {})
         values["evaluation_config"] = dict(evaluation)
-    resolve_callbacks(values, [b.exp.base_dir])
+    resolve_callbacks(values, [exp.base_dir])
     self_play_value = values.pop("self_play", None)
-    if self_play_value not in (None, False):
-        b.self_play = SelfPlaySettings.parse(self_play_value, values.where("self_play"))
-    b.env_checks = EnvCheckSettings.parse(values.pop("env_checks", None), values.where("env_checks"))
-    b.sampler = values.pop("sampler", "batched")
-    if b.sampler not in batched_runner.SAMPLERS:
+    self_play_settings = (
+        None
+        if self_play_value in (None, False)
+        else SelfPlaySettings.parse(self_play_value, values.where("self_play"))
+    )
+    env_checks = EnvCheckSettings.parse(values.pop("env_checks", None), values.where("env_checks"))
+    sampler = values.pop("sampler", "batched")
+    if sampler not in batched_runner.SAMPLERS:
         raise UserError(
             f"{values.where('sampler')}: sampler must be one of {', '.join(batched_runner.SAMPLERS)},"
-            f" got {b.sampler!r}",
+            f" got {sampler!r}",
             "use 'batched' (the default: whole-batch sampling) or 'rllib' (RLlib's own env runner loop)",
         )
-    b.auto_runners = values.get("num_env_runners") == "auto"
-    if b.auto_runners:
+    auto_runners = values.get("num_env_runners") == "auto"
+    if auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
+    return OwnKeys(off, self_play_settings, env_checks, sampler, auto_runners)
 
 
-def stage_env(b: Build) -> None:
+def stage_env(exp: Experiment, keys: Keys) -> EnvPlan:
     """The env (and evaluation's) resolved, wrapped as config keys ask, its env_config prepared."""
-    values = b.values
+    values = keys.values
     values.pop("env", None)  # merged into exp.env (experiment.py, then --env / --config.env)
-    b.paths = [b.exp.base_dir]
-    resolved = resolve_env(b.exp.env, b.paths)
+    paths = [exp.base_dir]
+    resolved = resolve_env(exp.env, paths)
     atari_settings = atari_preprocessing(values, resolved)
     resolved, horizon = with_horizon(values, resolved)
     dropped = tuple(str(k) for k in values.pop("drop_observation_keys", None) or ())  # MiniGrid's mission
-    b.resolved = resolved.wrapped(EnvWrappers(dropped, atari_settings))
-    check_vectorize_mode(values, b.resolved)
-    b.target = env_setup.target(b.resolved)
-    b.env_hooks = hooks(b.target)
-    b.evaluation_env = env_setup.evaluation_env(values, b.paths, horizon)
-    b.evaluation_hooks = (
-        b.env_hooks if b.evaluation_env is None else hooks(env_setup.target(b.evaluation_env))
-    )
+    resolved = resolved.wrapped(EnvWrappers(dropped, atari_settings))
+    check_vectorize_mode(values, resolved)
+    target = env_setup.target(resolved)
+    env_hooks = hooks(target)
+    evaluation_env = env_setup.evaluation_env(values, paths, horizon)
+    evaluation_hooks = env_hooks if evaluation_env is None else hooks(env_setup.target(evaluation_env))
     env_config = env_setup.prepare_env_configs(  # e.g. Unity's absolute paths
-        b.env_hooks.prepare_env_config,
-        b.evaluation_hooks.prepare_env_config,
+        env_hooks.prepare_env_config,
+        evaluation_hooks.prepare_env_config,
         values,
         dict(values.pop("env_config", None) or {}),
-        b.search,
-        b.exp.base_dir,
+        keys.search,
+        exp.base_dir,
     )
-    b.env_config = b.env_hooks.for_algorithm(env_config, b.exp.run)
+    env_config = env_hooks.for_algorithm(env_config, exp.run)
+    return EnvPlan(paths, resolved, target, env_hooks, evaluation_env, evaluation_hooks, env_config)
 
 
 @contextlib.contextmanager
-def stage_start_env(b: Build) -> Iterator[None]:
+def stage_start_env(plan: EnvPlan, values: LineDict, own: OwnKeys, dry_run: bool) -> Iterator[StartedEnv]:
     """The start-up check: the env built, reset, stepped and checked (:func:`preflight`), and kept
     open while the later stages build networks on its first observation."""
-    skip = b.dry_run and not b.env_hooks.build_in_dry_run
+    skip = dry_run and not plan.hooks.build_in_dry_run
     started = (
-        contextlib.nullcontext((None, unbuilt(b.target)))
+        contextlib.nullcontext((None, unbuilt(plan.target)))
         if skip
-        else preflight(b.resolved, b.env_config, b.env_checks.observation_bounds, start_tries(b.values))
+        else preflight(plan.resolved, plan.env_config, own.env_checks.observation_bounds, start_tries(values))
     )
-    with started as (b.env, b.info):
-        if b.env is not None and env_setup.needs_layout(b.env, b.resolved):
-            b.resolved = b.resolved.laid_out()  # RLlib would build it bare, its action mask as features
-        env_setup.register(b.resolved)
-        yield
+    with started as (env, info):
+        resolved = plan.resolved
+        if env is not None and env_setup.needs_layout(env, resolved):
+            resolved = resolved.laid_out()  # RLlib would build it bare, its action mask as features
+        env_setup.register(resolved)
+        yield StartedEnv(env, info, resolved)
 
 
-def stage_evaluation_env(b: Build) -> None:
+def stage_evaluation_env(plan: EnvPlan, started: StartedEnv, values: LineDict, own: OwnKeys) -> None:
     """evaluation_config.env: its spaces must be training's (checked now, unless it launches a game)."""
-    if b.evaluation_env is None:
+    if plan.evaluation_env is None:
         return
-    if not b.evaluation_hooks.build_in_dry_run:
+    if not plan.evaluation_hooks.build_in_dry_run:
         # Building it launches something (a Unity game): started once more only to check spaces,
         # it would cost a game start before training; its runners check it when they start it.
-        notice(f"evaluation_config.env '{b.evaluation_env.name}' is checked when evaluation starts it")
+        notice(f"evaluation_config.env '{plan.evaluation_env.name}' is checked when evaluation starts it")
         return
-    own = b.values["evaluation_config"].get("env_config") or {}
-    bounds = b.env_checks.observation_bounds
-    with preflight(b.evaluation_env, merge(b.env_config, own), bounds) as (_, evaluation_info):
-        where = b.values.where("evaluation_config")
-        env_setup.check_evaluation_spaces(b.info, evaluation_info, where, b.evaluation_env.name)
+    own_config = values["evaluation_config"].get("env_config") or {}
+    bounds = own.env_checks.observation_bounds
+    with preflight(plan.evaluation_env, merge(plan.env_config, own_config), bounds) as (_, evaluation_info):
+        where = values.where("evaluation_config")
+        env_setup.check_evaluation_spaces(started.info, evaluation_info, where, plan.evaluation_env.name)
 
 
-def stage_models(b: Build) -> None:
+def stage_models(exp: Experiment, keys: Keys, plan: EnvPlan, started: StartedEnv) -> Networks:
     """Each policy's network (a plugin or the default model), the policies and their mapping, and
     the defaults that follow from the env."""
-    values = b.values
-    b.model = model_settings(
-        values, b.info, b.algo_class, b.exp.run, search_path(b.exp.base_dir), b.raw.where("model"), b.search
+    values, info = keys.values, started.info
+    model = model_settings(
+        values,
+        info,
+        keys.default_config,
+        exp.run,
+        search_path(exp.base_dir),
+        keys.raw.where("model"),
+        keys.search,
     )
-    b.multi_agent = multi_agent_settings(values, b.info, b.paths)
+    multi_agent = multi_agent_settings(values, info, plan.paths)
     values.setdefault("log_level", "ERROR")
     # The preflight above is the env check (with only allowed actions where there is a mask);
     # RLlib's own multi-agent checker steps with random actions, masked ones included.
     values.setdefault("disable_env_checking", True)
-    for key, value in b.env_hooks.config_defaults.items():
+    for key, value in plan.hooks.config_defaults.items():
         values.setdefault(key, value)  # the env's own defaults; the YAML wins
-    if not has_continuous_actions(b.info):
+    if not has_continuous_actions(info):
         # Nothing to unsquash or clip, but RLlib's connector would still copy and
         # walk every action it sends to the env, at every step.
         values.setdefault("normalize_actions", False)
         values.setdefault("clip_actions", False)
+    return Networks(model, multi_agent)
 
 
-def _api_stack(b: Build, config: AlgorithmConfig) -> None:
+def _api_stack(values: LineDict, config: AlgorithmConfig, model: ModelSettings, multi_agent: bool) -> None:
     """The old API stack for a ModelV2 plugin; the new stack's settings otherwise."""
-    values, model = b.values, b.model
     if not model.old_stack:
-        new_stack_settings(values, config, b.info.multi_agent)
+        new_stack_settings(values, config, multi_agent)
         return
     if "normalize_rewards" in values:
         raise UserError(
@@ -246,52 +260,58 @@ def _api_stack(b: Build, config: AlgorithmConfig) -> None:
     config.api_stack(enable_rl_module_and_learner=False, enable_env_runner_and_connector_v2=False)
 
 
-def stage_assemble(b: Build) -> None:
-    """The AlgorithmConfig from the values, the env, the models and the multi-agent settings;
+def stage_assemble(
+    exp: Experiment, keys: Keys, own: OwnKeys, plan: EnvPlan, started: StartedEnv, networks: Networks
+) -> AlgorithmConfig:
+    """The AlgorithmConfig from the values left, the env, the models and the multi-agent settings;
     RLlib's own validation, whose errors name the YAML."""
-    values, model = b.values, b.model
-    config: AlgorithmConfig = b.algo_class.get_default_config()
-    _api_stack(b, config)
+    values, model = keys.values, networks.model
+    config: AlgorithmConfig = keys.default_config.copy(copy_frozen=False)  # the defaults stay as they are
+    _api_stack(values, config, model, started.info.multi_agent)
     curriculum = values.pop("curriculum", None)
     try:
         config.update_from_dict(values)
-        config.environment(env=b.resolved.name, env_config=b.env_config)
-        if b.multi_agent:
-            config.multi_agent(**b.multi_agent)
+        config.environment(env=started.resolved.name, env_config=plan.env_config)
+        if networks.multi_agent:
+            config.multi_agent(**networks.multi_agent)
         if model.old_stack:
             config.training(model=model.old_stack_model)
         if model.module_spec is not None:
             config.rl_module(rl_module_spec=model.module_spec)
         if model.model_config:
             config.rl_module(model_config=model.model_config)
-        fit_replay_buffer(config, b.default_config, values)
-        if b.self_play is not None:
-            set_up_self_play(
-                config, b.self_play, b.info, b.multi_agent, model, b.target or b.env, b.env_config, values
-            )
+        fit_replay_buffer(config, keys.default_config, values)
+        if own.self_play is not None:
+            env = plan.target or started.env
+            info, multi_agent = started.info, networks.multi_agent
+            set_up_self_play(config, own.self_play, info, multi_agent, model, env, plan.env_config, values)
         config.validate()
-        guards.install(config, b.env_checks, values.where("env_checks"), "sample_timeout_s" in values, b.off)
+        timeout_given = "sample_timeout_s" in values
+        guards.install(config, own.env_checks, values.where("env_checks"), timeout_given, own.off)
     except (ValueError, TypeError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(
-            f"{b.raw.source}: RLlib rejected the config: {first}",
+            f"{keys.raw.source}: RLlib rejected the config: {first}",
             "adjust the named setting in the YAML (or the --config override)",
         ) from err
     if curriculum:
-        import_ref(str(curriculum), b.paths, what="curriculum function")  # fail early
-        hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in b.paths])
+        import_ref(str(curriculum), plan.paths, what="curriculum function")  # fail early
+        hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in plan.paths])
         add_callback(config, "on_train_result", hook)
-    b.config = config
+    return config
 
 
-def stage_hooks(b: Build) -> None:
-    """Our callbacks that ride inside RLlib, beside the user's (the new API stack only)."""
-    config, env_hooks = b.config, b.env_hooks
+def stage_hooks(
+    config: AlgorithmConfig, own: OwnKeys, plan: EnvPlan, networks: Networks, values: LineDict
+) -> None:
+    """Our callbacks that ride inside RLlib, beside the user's (the new API stack only), added to
+    ``config``."""
+    env_hooks = plan.hooks
     for event, hook in env_hooks.env_callbacks.items():
         add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
-    if b.model.old_stack:
+    if networks.model.old_stack:
         return  # the old stack smooths its episode metrics itself, and takes no callback functions
-    patches_off = sorted(set(substitutions.PATCHES) & b.off)
+    patches_off = sorted(set(substitutions.PATCHES) & own.off)
     if speedups.wanted(set(patches_off)):  # a patch to install in each env runner's process
         hook = (
             functools.partial(speedups.on_env_runner, off=patches_off)
@@ -305,45 +325,57 @@ def stage_hooks(b: Build) -> None:
     if not env_hooks.stable_agent_ids:
         add_callback(config, "on_sample_end", agent_metrics.drop_per_agent_metrics)
         add_callback(config, "on_train_result", agent_metrics.drop_agent_episode_metrics)
-    if b.evaluation_env is not None and b.evaluation_hooks is not env_hooks:
-        given = dict(b.values.get("evaluation_config") or {})
-        env_setup.evaluation_own_hooks(config, env_hooks, b.evaluation_hooks, given)
+    if plan.evaluation_env is not None and plan.evaluation_hooks is not env_hooks:
+        given = dict(values.get("evaluation_config") or {})
+        env_setup.evaluation_own_hooks(config, env_hooks, plan.evaluation_hooks, given)
 
 
-def stage_sampler(b: Build) -> None:
+def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks) -> str:
     """``sampler:``: single-agent env runners sample with the batched loop
-    (:mod:`envsdk.training.batched_runner`) unless the config needs RLlib's, which a notice names."""
-    config = b.config
-    if b.sampler == "rllib" or b.model.old_stack or "batched-sampler" in b.off:
-        b.sampler = "rllib" if "batched-sampler" not in b.off else "rllib (stock: batched-sampler off)"
-        return
+    (:mod:`envsdk.training.batched_runner`) unless the config needs RLlib's, which a notice names.
+    Returns what the env runners use: "batched", or "rllib (why)"."""
+    if "batched-sampler" in own.off:
+        return "rllib (stock: batched-sampler off)"
+    if own.sampler == "rllib" or networks.model.old_stack:
+        return "rllib"
     if config.env_runner_cls is not None:
-        b.sampler = f"rllib ({config.env_runner_cls.__name__}, the config's env_runner_cls)"
-        return
+        return f"rllib ({config.env_runner_cls.__name__}, the config's env_runner_cls)"
     why = batched_runner.why_not_batched(config)
     if why is not None:
         notice(f"sampler: RLlib's env runner loop, as {why}")
-        b.sampler = f"rllib ({why})"
-        return
+        return f"rllib ({why})"
     config.env_runners(env_runner_cls=batched_runner.BatchedEnvRunner)
+    return "batched"
 
 
-def stage_check_modules(b: Build) -> None:
+def stage_check_modules(config: AlgorithmConfig, started: StartedEnv, networks: Networks) -> list[str]:
     """Each policy's network built and run on the env's first observation; one line per policy."""
-    if b.env is None:
-        b.models = ["decided when the env starts (a dry run does not start it)"]
-    elif not b.model.old_stack:
-        found = check_modules(b.config, b.env, b.info.first_obs, policy_of(b.config, b.info), b.model.plugin)
-        b.models = [m for m in found if not m.startswith(f"{self_play.LEDGER}:")]
+    if started.env is None:
+        return ["decided when the env starts (a dry run does not start it)"]
+    if networks.model.old_stack:
+        return []
+    info = started.info
+    found = check_modules(config, started.env, info.first_obs, policy_of(config, info), networks.model.plugin)
+    return [m for m in found if not m.startswith(f"{self_play.LEDGER}:")]
 
 
-def stage_finish(b: Build) -> BuiltConfig:
+def stage_finish(
+    exp: Experiment,
+    algo_class: type[Algorithm],
+    config: AlgorithmConfig,
+    keys: Keys,
+    own: OwnKeys,
+    plan: EnvPlan,
+    started: StartedEnv,
+    *,
+    sampler: str,
+    models: list[str],
+) -> BuiltConfig:
     """Our DQN/SAC in place of RLlib's (transition replay; one backward pass), and the record."""
-    replaced = "transition-replay" not in b.off
-    algo_class = off_policy.REPLACEMENTS.get(b.algo_class, b.algo_class) if replaced else b.algo_class
-    config = b.config
+    if "transition-replay" not in own.off:
+        algo_class = off_policy.REPLACEMENTS.get(algo_class, algo_class)
     if (
-        "sac-learner" not in b.off
+        "sac-learner" not in own.off
         and config.enable_rl_module_and_learner
         and config.learner_class is RLlibSACTorchLearner
     ):
@@ -352,14 +384,14 @@ def stage_finish(b: Build) -> BuiltConfig:
     return BuiltConfig(
         algo_class=algo_class,
         config=config,
-        env=b.resolved,
-        env_info=b.info,
-        search_space=b.search,
-        search_paths=b.paths,
-        auto_runners=b.auto_runners,
-        models=b.models,
-        user_keys=b.user_keys,
-        sampler=b.sampler,
-        experiment=record(b.exp, b.raw),
-        substitutions_off=b.off,
+        env=started.resolved,
+        env_info=started.info,
+        search_space=keys.search,
+        search_paths=plan.paths,
+        auto_runners=own.auto_runners,
+        models=models,
+        user_keys=set(keys.user_keys),
+        sampler=sampler,
+        experiment=record(exp, keys.raw),
+        substitutions_off=set(own.off),
     )
