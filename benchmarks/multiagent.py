@@ -1,7 +1,8 @@
 """Agent steps per second through RLlib's multi-agent path: the Unity stand-in with 1 and 16
 agents, and a PettingZoo Parallel game.
 
-configs/unity-chase.yaml as users run it (PPO, one remote env runner), with
+configs/unity-chase.yaml's PPO through RLlib's multi-agent path (``env: unity``, one remote env
+runner, 1,000 steps per iteration: :data:`SETTINGS`, whatever the shipped file samples with), with
 ``--agents 1`` and ``--agents 16``, and PettingZoo's knights_archers_zombies_v11
 (4 agents, a Parallel env) by name with the same settings: agent steps sampled
 per second of the env runner's sampling time, and agent steps per second of the
@@ -41,6 +42,8 @@ from unity_bridge.standin.game import make_game
 CONFIG = ROOT / "configs" / "unity-chase.yaml"
 AGENTS = (1, 16)
 PETTINGZOO_CONFIG = {"max_cycles": 200}  # the PettingZoo game's env_config
+# Both games' runner and batch (the figures in RESULTS.md since 2026-11-23 were taken with these)
+SETTINGS = {"num_env_runners": 1, "train_batch_size": 1000, "minibatch_size": 250, "num_epochs": 8}
 
 
 def chase_rate(agents: int, seconds: float = 2.0) -> float:
@@ -80,21 +83,21 @@ def pettingzoo_rate(seconds: float = 2.0) -> float:
 
 def chase_args(agents: int, builds: Path) -> list[str]:
     extra = f"['--agents', '{agents}', '--max-steps', '30']"
-    return ["-f", str(CONFIG), f"--config.env_config.file_name={builds / 'Chase'}",
+    return ["-f", str(CONFIG), "--env", "unity", *(f"--config.{k}={v}" for k, v in SETTINGS.items()),
+            f"--config.env_config.file_name={builds / 'Chase'}",
             f"--config.env_config.additional_args={extra}"]  # fmt: skip
 
 
 def pettingzoo_args(folder: Path) -> list[str]:
-    """The PettingZoo game by name, with unity-chase.yaml's algorithm, runner and batch settings."""
+    """The PettingZoo game by name, with unity-chase.yaml's algorithm and the runner and batch settings."""
     shipped = next(iter(yaml.safe_load(CONFIG.read_text()).values()))
-    keys = ("num_env_runners", "train_batch_size", "minibatch_size", "num_epochs")
     experiment = {
         "kaz": {
             "run": shipped["run"],
             "env": "pettingzoo.butterfly.knights_archers_zombies_v11",
             "config": {
                 "env_config": PETTINGZOO_CONFIG,
-                **{k: shipped["config"][k] for k in keys if k in shipped["config"]},
+                **SETTINGS,
             },
         }
     }
@@ -175,8 +178,8 @@ def main() -> None:
             "through RLlib, "
             f"{datetime.date.today()}",
             f"Machine: {machine()}. `python benchmarks/multiagent.py --iterations {args.iterations} --seeds "
-            f"{' '.join(map(str, args.seeds))}`. {CONFIG.relative_to(ROOT)} (PPO, one remote env runner, "
-            "train_batch_size 1000) with the stand-in's `--agents N`, and PettingZoo's "
+            f"{' '.join(map(str, args.seeds))}`. {CONFIG.relative_to(ROOT)}'s PPO (env: unity, one remote env"
+            " runner, train_batch_size 1000) with the stand-in's `--agents N`, and PettingZoo's "
             "knights_archers_zombies_v11 (max_cycles 200) by name with the same settings; medians over the "
             "seeds, iterations "
             "after the first. Sampled: agent steps per second of the env runner's sampling time. "

@@ -56,6 +56,9 @@ class Task:
     algo: str  # SB3 class, and the algorithm of our config
     n_envs: int = 1
     normalize: bool = False  # RL Zoo's VecNormalize (observations and rewards)
+    # SB3's SubprocVecEnv (an env per process) in place of DummyVecEnv; forked, which starts in
+    # about a second where its default (forkserver) imports SB3 again in each process
+    subprocesses: bool = False
     kwargs: dict[str, Any] = field(default_factory=dict)  # RL Zoo's hyperparameters for this env
 
 
@@ -134,7 +137,7 @@ def sb3_worker(task: Task, seed: int, cap: float) -> None:
     import stable_baselines3
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
-    from stable_baselines3.common.vec_env import VecNormalize
+    from stable_baselines3.common.vec_env import SubprocVecEnv, VecNormalize
 
     class Stop(BaseCallback):
         def __init__(self) -> None:
@@ -163,7 +166,8 @@ def sb3_worker(task: Task, seed: int, cap: float) -> None:
             return lambda left, start=v[1]: left * start
         return v
 
-    env = make_vec_env(task.env, n_envs=task.n_envs, seed=seed)
+    subprocesses = {"vec_env_cls": SubprocVecEnv, "vec_env_kwargs": {"start_method": "fork"}}
+    env = make_vec_env(task.env, n_envs=task.n_envs, seed=seed, **(subprocesses if task.subprocesses else {}))
     if task.normalize:
         env = VecNormalize(env)
     algo = getattr(stable_baselines3, task.algo)

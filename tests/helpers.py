@@ -236,10 +236,13 @@ def _recorded(data, behavior: str, spec) -> tuple[dict, dict]:
     import numpy as np
 
     from envsdk.envs.base import MASK_KEY, OBS_KEY
+    from envsdk.envs.checker import AGENT
 
-    agents = sorted(
-        {k.rsplit("/actions", 1)[0] for k in data.files if f"/{behavior}/" in k and "/actions" in k}
-    )
+    def recorded(agent: str) -> list[str]:
+        return sorted({k.rsplit("/actions", 1)[0] for k in data.files if agent in k and "/actions" in k})
+
+    # A game as a gymnasium env (env: unity-single) records its one behavior's one agent as `agent`.
+    agents = recorded(f"/{behavior}/") or recorded(f"/{AGENT}/")
     assert agents, f"no recorded steps of {behavior}"
     masked = any(f"{a}/obs/{MASK_KEY}" in data.files for a in agents)
     names = [name for name, _ in spec.observations]

@@ -384,10 +384,11 @@ def test_e_check_env_closes_a_game_that_fails(tmp_path):
 # ---- h) and f): dry runs start no game; a game's own config mistake is a clear error -----------
 
 
-def test_h_dry_run_starts_no_game(tmp_path):
+@pytest.mark.parametrize("env", ["unity", "unity-single"])  # multi-agent, and a gymnasium env
+def test_h_dry_run_starts_no_game(tmp_path, env):
     before = player_pids()
     out = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "-f", "configs/unity-chase.yaml", "--dry-run",
+        [sys.executable, str(ROOT / "train.py"), "-f", "configs/unity-chase.yaml", "--dry-run", "--env", env,
          f"--config.env_config.log_folder={tmp_path}"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )  # fmt: skip

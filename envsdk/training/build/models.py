@@ -46,8 +46,8 @@ def _policy_spaces(info: EnvInfo) -> dict[str, tuple[gym.Space, gym.Space]]:
     """Spaces to pick the default model for, named for error messages."""
     if info.policies:
         return {f"policy '{pid}'": spaces for pid, spaces in info.policies.items()}
-    if not info.multi_agent:
-        return {"the env": info.agent_spaces[AGENT]}
+    if not info.multi_agent:  # (nothing known yet in a dry run that does not start the env)
+        return {"the env": info.agent_spaces[AGENT]} if AGENT in info.agent_spaces else {}
     return {f"agent '{aid}'": spaces for aid, spaces in info.agent_spaces.items()}
 
 
