@@ -79,6 +79,8 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/replay.py
 	$(PY) benchmarks/ecosystem.py
 	$(PY) benchmarks/env_checks.py
+	$(PY) benchmarks/unity_vs_mlagents.py
+	$(PY) benchmarks/expensive_env.py
 	$(PY) benchmarks/rllib_parity.py
 	$(PY) benchmarks/speedups.py
 	$(PY) benchmarks/quickstart.py
