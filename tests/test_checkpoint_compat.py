@@ -136,3 +136,23 @@ def test_rolls_out_exports_and_resumes(
     # It went on from the checkpoint's state: one more iteration, and its env steps on top.
     assert resumed["training_iteration"] == before["training_iteration"] + 1
     assert resumed["num_env_steps_sampled_lifetime"] > before["num_env_steps_sampled_lifetime"]
+
+
+@pytest.mark.slow
+def test_a_moved_unity_checkpoint_rolls_out_with_its_player_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, standin_builds: Path
+) -> None:
+    """Today's format builds the config again from the manifest, player included: where the player is
+    not where training found it, the fix line says how to name it, and the rebuild takes the name."""
+    kept = next(c for c, _ in KEPT if c.name == "unity-chase" and manifest_format(c) == FORMAT)
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(kept, checkpoint)
+    monkeypatch.delenv("ENVSDK_PLAYER_PATH")  # the folder training found builds/Chase in
+    rollout = [sys.executable, str(ROOT / "rollout.py"), str(checkpoint), "--episodes", "1", "--no-out"]
+    lost = run_group(rollout, cwd=tmp_path, timeout=120)
+    assert lost.returncode == 2 and "Traceback" not in lost.stderr, lost.stderr[-2000:]
+    assert "not found" in lost.stderr and "rollout.py --env-config '{file_name: PATH}'" in lost.stderr
+    named = json.dumps({"file_name": str(standin_builds / "Chase")})
+    found = run_group([*rollout, "--env-config", named], cwd=tmp_path, timeout=240)
+    assert found.returncode == 0, (found.stdout + found.stderr)[-2000:]
+    assert re.search(r"episode 1: return -?\d", found.stdout), found.stdout[-2000:]

@@ -417,7 +417,9 @@ def test_a_grid_over_unity_players_finds_each_before_anything_starts(tmp_path, c
         "--config.evaluation_config.env_config.file_name={grid_search: [builds/NoSuchGame]}",
     ]:
         assert run_cli(main, ["-f", str(path), "--dry-run", missing]) == 2, missing
-        assert "Unity player 'builds/NoSuchGame' not found" in capsys.readouterr().err
+        said = capsys.readouterr().err
+        assert "Unity player 'builds/NoSuchGame' not found" in said
+        assert "$ENVSDK_PLAYER_PATH" in said and "rollout.py --env-config" in said  # where else it may be
     assert not player_pids() - before
 
 

@@ -22,6 +22,9 @@ from unity_bridge.errors import LaunchError
 SUFFIXES = (".app", ".exe", ".x86_64", ".x86")
 
 
+PLAYER_PATH_ENV = "ENVSDK_PLAYER_PATH"  # more folders to look for players in (``:``-separated)
+
+
 def find_executable(file_name: str, search: list[Path]) -> Path:
     """The player binary for ``file_name`` (with or without its .x86_64 suffix)."""
     raw = Path(file_name).expanduser()
@@ -43,8 +46,10 @@ def find_executable(file_name: str, search: list[Path]) -> Path:
             return candidate.resolve()
     looked = ", ".join(str(c) for c in dict.fromkeys(candidates))
     fix = (
-        "set env_config file_name to the built player (the .x86_64 file), relative to the YAML"
-        f" (this project's stand-in players: python -m unity_bridge.standin build {stem.parent})"
+        "set env_config file_name to the built player (the .x86_64 file), relative to the YAML, or put"
+        f" its folder on ${PLAYER_PATH_ENV} (a checkpoint moved to another machine: rollout.py"
+        " --env-config '{file_name: PATH}'; this project's stand-in players: python -m"
+        f" unity_bridge.standin build {stem.parent})"
     )
     raise LaunchError(f"Unity player '{file_name}' not found (looked for {looked})", fix)
 

@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from unity_bridge.errors import SettingsError
-from unity_bridge.player import find_executable
-
-PLAYER_PATH_ENV = "ENVSDK_PLAYER_PATH"  # more folders to look for players in
+from unity_bridge.player import PLAYER_PATH_ENV, find_executable
 
 # Env runners x their games get distinct port offsets: worker_id = worker_index * stride + slot.
 PORT_STRIDE = 32

@@ -160,7 +160,7 @@ def load(
     add_to_sys_path(search)
 
     new_stack = (checkpoint / ENV_RUNNER_DIR).is_dir()
-    stack = _new_stack(checkpoint, info, by) if new_stack else _old_stack(checkpoint, by)
+    stack = _new_stack(checkpoint, info, by, env_config) if new_stack else _old_stack(checkpoint, by)
     algorithm = stack.algo_class.__name__
     if run and run.upper() != algorithm.upper():
         raise UserError(
@@ -211,10 +211,14 @@ class _Stack:
     worker_state: dict[str, Any] = field(default_factory=dict)
 
 
-def _new_stack(checkpoint: Path, info: dict[str, Any], by: WrittenBy) -> _Stack:
+def _new_stack(
+    checkpoint: Path, info: dict[str, Any], by: WrittenBy, env_config: dict[str, Any] | None
+) -> _Stack:
     """The config built again from the manifest's experiment with today's code (format 2), so
-    that no hook of ours is unpickled; format 1, or a config that no longer builds: unpickled."""
-    built = _rebuilt(info) if info.get("experiment_spec") else None
+    that no hook of ours is unpickled; format 1, or a config that no longer builds: unpickled.
+    ``env_config``: the command line's entries, which the rebuild takes too (a game's file_name
+    where the checkpoint moved to another machine)."""
+    built = _rebuilt(info, env_config) if info.get("experiment_spec") else None
     if built is not None:
         config, algo_class = built.config, built.algo_class
     else:
@@ -224,7 +228,7 @@ def _new_stack(checkpoint: Path, info: dict[str, Any], by: WrittenBy) -> _Stack:
     return _Stack(algo_class, config, config.env, dict(config.env_config or {}), config.is_multi_agent)
 
 
-def _rebuilt(info: dict[str, Any]) -> Any:
+def _rebuilt(info: dict[str, Any], env_config: dict[str, Any] | None) -> Any:
     """The run's BuiltConfig from its recorded experiment (and the values its trial drew), or None
     where today's code refuses it (said in a notice)."""
     from envsdk.training.build import build_config  # RLlib's algorithms: only here
@@ -232,7 +236,7 @@ def _rebuilt(info: dict[str, Any]) -> Any:
     exp = from_record(info["experiment_spec"])
     try:
         with muted():
-            built = build_config(exp)
+            built = build_config(exp, {"env_config": env_config} if env_config else None)
     except UserError as err:
         notice(
             f"the run's config does not build with envsdk {envsdk.__version__} ({err.message}): "
