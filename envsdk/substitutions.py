@@ -67,6 +67,13 @@ TABLE: dict[str, Substitution] = {
             "critic_loss: squared (RLlib's learner has the huber loss only)",
         ),
         Substitution(
+            "sac-module",
+            "class",
+            "DefaultSACTorchRLModule's training pass (Box actions)",
+            "envsdk/training/sac_module.py",
+            "the same outputs with less work: concat critics read as their layers (benchmarks/floor.py)",
+        ),
+        Substitution(
             "in-process-trial",
             "loop",
             "Tune's trial loop for a run of one trial",

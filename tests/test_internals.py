@@ -389,6 +389,17 @@ def test_target_networks_are_blended_in_place_as_rllib_blends_them():
         ):
             assert torch.allclose(ours.float(), theirs.float(), atol=1e-6), name
         assert all(p.requires_grad for p in target.parameters())
+    # the second blend of a pair reads each network's tensors as they are now: a loaded state, or a
+    # parameter object set anew, is blended, not the tensors of the first call
+    net = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2))
+    target = copy.deepcopy(net)
+    learner_utils.update_target_network(main_net=net, target_net=target, tau=0.3)
+    target.load_state_dict({k: torch.zeros_like(v) for k, v in target.state_dict().items()})
+    target[2].bias = torch.nn.Parameter(torch.full((2,), 4.0))
+    net[0].weight = torch.nn.Parameter(torch.ones(8, 3))
+    learner_utils.update_target_network(main_net=net, target_net=target, tau=0.5)
+    torch.testing.assert_close(target[0].weight, torch.full((8, 3), 0.5))
+    torch.testing.assert_close(target[2].bias, 2.0 + 0.5 * net[2].bias.detach())
 
 
 DISCRETE_ACTION_SPACES = {

@@ -24,6 +24,7 @@ TESTED_BY = {
         "test_the_learner_gets_the_columns_rllibs_episode_path_gives_it",
     ),
     "sac-learner": ("test_sac.py", "test_one_backward_pass_gives_rllibs_gradients"),
+    "sac-module": ("test_sac_module.py", "test_the_lean_pass_gives_rllibs_outputs_losses_and_gradients"),
     "in-process-trial": ("test_trial_runners.py", "test_in_process_and_tune_trials_write_the_same_folder"),
     "env-guard": ("test_env_faults.py", "test_each_space_kind_passes_its_values_and_names_each_fault"),
     "action-input-check": ("test_substitutions.py", "test_the_action_input_check_draws_rllibs_actions"),
@@ -59,6 +60,7 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
     from envsdk.training import batched_runner, guards, off_policy
     from envsdk.training.in_process import runs_in_process
     from envsdk.training.sac_learner import SACTorchLearner
+    from envsdk.training.sac_module import LeanSACTorchRLModule
 
     config = built.config
     found = set()
@@ -68,6 +70,8 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
         found.add("transition-replay")
     if config.learner_class is SACTorchLearner:
         found.add("sac-learner")
+    if config.rl_module_spec.module_class is LeanSACTorchRLModule:
+        found.add("sac-module")
     if runs_in_process(exp, built):
         found.add("in-process-trial")
     created = [getattr(h, "func", h) for h in config.callbacks_on_environment_created or []]
@@ -115,11 +119,13 @@ def test_each_substitution_turns_off_alone(monkeypatch: pytest.MonkeyPatch, name
 )
 def test_stock_turns_every_substitution_off(monkeypatch: pytest.MonkeyPatch, stock, yaml_stock) -> None:  # type: ignore[no-untyped-def]
     from ray.rllib.algorithms.sac import SAC
+    from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
     from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner
 
     exp, built = build(monkeypatch, stock, yaml_stock)
     assert in_force(exp, built) == set()
     assert built.algo_class is SAC and built.config.learner_class is SACTorchLearner
+    assert built.config.rl_module_spec.module_class is DefaultSACTorchRLModule
     assert built.config.env_runner_cls is None and built.substitutions_off == set(substitutions.TABLE)
 
 

@@ -78,13 +78,47 @@ def _polyak_in_place(main_net: Any, target_net: Any, tau: float) -> None:
     """RLlib's ``update_target_network`` (``tau * main + (1 - tau) * target``), in place."""
     import torch
 
-    main, target = main_net.state_dict(keep_vars=True), target_net.state_dict(keep_vars=True)
-    if main.keys() != target.keys() or not all(t.is_floating_point() for t in target.values()):
+    slots = _blend_slots(main_net, target_net)
+    if slots is None:
         _RLLIB_POLYAK(main_net, target_net, tau)  # what RLlib does with integer buffers: its own way
         return
     with torch.no_grad():
-        for name, tensor in target.items():
-            tensor.lerp_(main[name], tau)
+        for target_slot, main_slot, name in slots:
+            target_slot[name].lerp_(main_slot[name], tau)
+
+
+# (main, target) -> where each state entry lives: (target's dict, main's dict, name), or None where
+# RLlib's own update applies.  The tensors are looked up at each call, so a loaded state (copied in
+# place, or new Parameter objects) is blended as it is now; only a network's layout is remembered.
+_SLOTS: dict[tuple[int, int], tuple[Any, Any, list[tuple[dict, dict, str]] | None]] = {}
+
+
+def _blend_slots(main_net: Any, target_net: Any) -> list[tuple[dict, dict, str]] | None:
+    key = (id(main_net), id(target_net))
+    known = _SLOTS.get(key)
+    if known is not None and known[0]() is main_net and known[1]() is target_net:
+        return known[2]
+    import weakref
+
+    main, target = _state_slots(main_net), _state_slots(target_net)
+    fits = main.keys() == target.keys() and all(t[0][t[1]].is_floating_point() for t in target.values())
+    slots = [(target[k][0], main[k][0], target[k][1]) for k in target] if fits else None
+    _SLOTS[key] = (weakref.ref(main_net), weakref.ref(target_net), slots)
+    return slots
+
+
+def _state_slots(net: Any) -> dict[str, tuple[dict, str]]:
+    """Each entry of ``net.state_dict()``: the module's dict that holds it, and its name there."""
+    found: dict[str, tuple[dict, str]] = {}
+    for prefix, module in net.named_modules():
+        lead = f"{prefix}." if prefix else ""
+        for name, param in module._parameters.items():
+            if param is not None:
+                found[lead + name] = (module._parameters, name)
+        for name, buffer in module._buffers.items():
+            if buffer is not None and name not in module._non_persistent_buffers_set:
+                found[lead + name] = (module._buffers, name)
+    return found
 
 
 _RLLIB_POLYAK: Any = None

@@ -197,8 +197,11 @@ class TransitionReplay:
                 td_errors: dict[str, list[np.ndarray]] = defaultdict(list)
                 for result in learner_results:  # one per learner, in the order the batch was split
                     for module_id, module_results in result.items():
-                        if TD_ERROR_KEY in module_results:  # an item series: one array per update
-                            logged: Any = convert_to_numpy(module_results.pop(TD_ERROR_KEY).peek())
+                        if TD_ERROR_KEY not in module_results:
+                            continue
+                        series = module_results.pop(TD_ERROR_KEY)  # an item series: one array per update
+                        if buffer.prioritized:  # else nothing reads them: not converted
+                            logged: Any = convert_to_numpy(series.peek())
                             td_errors[module_id] += [
                                 np.ravel(a) for a in (logged if isinstance(logged, list) else [logged])
                             ]

@@ -176,6 +176,11 @@ class _Flat(_Reader):
         return x.reshape(x.shape[0], -1).float()
 
 
+def is_flat_reader(reader: nn.Module) -> bool:
+    """Whether a reader only flattens its part to floats (a Box without images or text)."""
+    return isinstance(reader, _Flat)
+
+
 class _Image(_Reader):
     """An image (HWC or CHW; uint8 scaled to [0, 1]) through a CNN, flattened."""
 

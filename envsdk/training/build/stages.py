@@ -62,6 +62,7 @@ from envsdk.training.build.translate import (
 )
 from envsdk.training.callbacks import add_callback
 from envsdk.training.sac_learner import SACTorchLearner
+from envsdk.training.sac_module import lean_sac_module
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -371,7 +372,7 @@ def stage_finish(
     sampler: str,
     models: list[str],
 ) -> BuiltConfig:
-    """Our DQN/SAC in place of RLlib's (transition replay; one backward pass), and the record."""
+    """Our DQN/SAC in place of RLlib's (transition replay, one backward pass, lean module); the record."""
     if "transition-replay" not in own.off:
         algo_class = off_policy.REPLACEMENTS.get(algo_class, algo_class)
     if (
@@ -380,6 +381,8 @@ def stage_finish(
         and config.learner_class is RLlibSACTorchLearner
     ):
         config.training(learner_class=SACTorchLearner)  # one backward pass where it gives the same gradients
+    if "sac-module" not in own.off and config.enable_rl_module_and_learner:
+        lean_sac_module(config)
     config.algo_class = algo_class
     return BuiltConfig(
         algo_class=algo_class,
