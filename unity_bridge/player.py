@@ -47,8 +47,7 @@ def find_executable(file_name: str, search: list[Path]) -> Path:
     looked = ", ".join(str(c) for c in dict.fromkeys(candidates))
     fix = (
         "set env_config file_name to the built player (the .x86_64 file), relative to the YAML, or put"
-        f" its folder on ${PLAYER_PATH_ENV} (a checkpoint moved to another machine: rollout.py"
-        " --env-config '{file_name: PATH}'; this project's stand-in players: python -m"
+        f" its folder on ${PLAYER_PATH_ENV} (this project's stand-in players: python -m"
         f" unity_bridge.standin build {stem.parent})"
     )
     raise LaunchError(f"Unity player '{file_name}' not found (looked for {looked})", fix)

@@ -29,7 +29,7 @@ from envsdk.config.experiment import from_record
 from envsdk.config.yamlio import merge
 from envsdk.envs.imports import add_to_sys_path
 from envsdk.envs.registry import EnvWrappers, ResolvedEnv, resolve_env
-from envsdk.errors import UserError
+from envsdk.errors import UserError, as_user_error
 from envsdk.internals import (
     ALGORITHM_STATE_FILE,
     CHECKPOINT_MARKER,
@@ -228,6 +228,13 @@ def _new_stack(
     return _Stack(algo_class, config, config.env, dict(config.env_config or {}), config.is_multi_agent)
 
 
+# a checkpoint's env_config is the run's, which may name files of another machine
+MOVED_ENV_HINT = (
+    "the checkpoint's env_config is the training run's; rollout.py --env-config '{file_name: PATH}' "
+    "names a Unity player here (any env_config entry can be given so)"
+)
+
+
 def _rebuilt(info: dict[str, Any], env_config: dict[str, Any] | None) -> Any:
     """The run's BuiltConfig from its recorded experiment (and the values its trial drew), or None
     where today's code refuses it (said in a notice)."""
@@ -243,6 +250,11 @@ def _rebuilt(info: dict[str, Any], env_config: dict[str, Any] | None) -> Any:
             "using the config the checkpoint holds"
         )
         return None
+    except Exception as err:  # the env's own package says its settings are wrong here (a player moved)
+        said = as_user_error(err)
+        if said is None:
+            raise
+        raise UserError(said.message, (f"{said.hint}; " if said.hint else "") + MOVED_ENV_HINT) from err
     chosen = {tuple(path): value for path, value in info.get("searched", [])}
     if chosen:
         built.take_trial_values(chosen)
