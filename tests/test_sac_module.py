@@ -110,6 +110,7 @@ def test_a_lean_modules_state_is_rllibs(tmp_path):
             algo.stop()
 
 
+@pytest.mark.substitution("sac-module")
 def test_only_rllibs_default_sac_module_is_replaced(tmp_path):
     assert built_config(tmp_path, "SAC", "box", "box", False).config.rl_module_spec.module_class is (
         LeanSACTorchRLModule
