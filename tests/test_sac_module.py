@@ -76,6 +76,9 @@ def test_the_lean_pass_gives_rllibs_outputs_losses_and_gradients(tmp_path, case)
                 for key in theirs:
                     torch.testing.assert_close(mine[key], theirs[key], rtol=1e-5, atol=1e-6, msg=key)
             assert len(ours[2]) > 5  # the gradients reached the networks
+            module.pi_encoder.eval()  # as TorchRLModule.forward_train, the pass trains every submodule
+            module.forward_train(batch[DEFAULT_MODULE_ID])
+            assert all(m.training for m in module.modules())
             result = algo.train()
             result = algo.train()
             assert result["learners"][DEFAULT_MODULE_ID]["qf_loss"] >= 0
