@@ -103,36 +103,20 @@ class LeanSACTorchRLModule(DefaultSACTorchRLModule):
     """RLlib's default SAC module; its training pass for Box actions does the same with less work."""
 
     def forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        # TorchRLModule.forward_train calls self.train(), which visits every submodule each update
-        if not all(m.training for m in self._all_modules()):
+        # TorchRLModule.forward_train calls self.train(), which sets every submodule each update
+        if not all(m.training for m in self.modules()):
             self.train()
         return RLModule.forward_train(self, batch, **kwargs)
-
-    def _all_modules(self) -> list[nn.Module]:
-        """Every submodule, listed again when one is added (the learner adds the target networks)."""
-        seen = self.__dict__.get("lean_modules_seen")  # in __dict__: not a submodule, not in the state
-        children = sum(1 for _ in self.children())
-        if seen is None or seen[0] != children:
-            seen = (children, list(self.modules()))
-            self.__dict__["lean_modules_seen"] = seen
-        return seen[1]
 
     def _critics(self) -> list[tuple[Layers, Layers]] | None:
         """Each critic's (online, target) layers, where every critic is a plain MLP; else None."""
         nets = [("qf_encoder", "qf")] + ([("qf_twin_encoder", "qf_twin")] if self.twin_q else [])
-        names = [n for enc, head in nets for n in (enc, head, f"target_{enc}", f"target_{head}")]
-        key = tuple(id(getattr(self, n)) for n in names)
-        cached = self.__dict__.get("lean_critics_seen")
-        if cached is not None and cached[0] == key:
-            return cached[1]  # type: ignore[no-any-return]
         pairs = [
             (critic_layers(getattr(self, enc), getattr(self, head)),
              critic_layers(getattr(self, f"target_{enc}"), getattr(self, f"target_{head}")))
             for enc, head in nets
         ]  # fmt: skip
-        critics = None if any(a is None or b is None for a, b in pairs) else pairs
-        self.__dict__["lean_critics_seen"] = (key, critics)
-        return critics  # type: ignore[return-value]
+        return None if any(a is None or b is None for a, b in pairs) else pairs  # type: ignore[return-value]
 
     def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         critics = self._critics() if isinstance(self.action_space, gym.spaces.Box) else None
