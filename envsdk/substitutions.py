@@ -67,6 +67,13 @@ TABLE: dict[str, Substitution] = {
             "critic_loss: squared (RLlib's learner has the huber loss only)",
         ),
         Substitution(
+            "ppo-learner",
+            "class",
+            "PPOTorchLearner's first epoch (minibatches in batch order)",
+            "envsdk/training/ppo_learner.py",
+            "every epoch's minibatches at random: fewer env steps to solve (benchmarks/steps_to_solve.py)",
+        ),
+        Substitution(
             "sac-module",
             "class",
             "DefaultSACTorchRLModule's training pass (Box actions)",

@@ -133,6 +133,34 @@ def test_a_train_batch_size_search_moves_with_it_and_several_learners_are_refuse
         ac.stage_values(exp, keys)
 
 
+@pytest.mark.substitution("ppo-learner")
+def test_advantage_normalization_reaches_ppos_learner_and_is_refused_elsewhere(tmp_path, monkeypatch):
+    built = ac.build_config(_experiment(tmp_path, "advantage_normalization: minibatch\n", run="PPO"))
+    assert built.config.learner_config_dict["advantage_normalization"] == "minibatch"
+    assert built.config.learner_class is ac.PPOTorchLearner
+    exp = _experiment(tmp_path, "advantage_normalization: {grid_search: [batch, minibatch]}\n", run="PPO")
+    keys = _translated(exp)
+    ac.stage_values(exp, keys)
+    assert keys.search[("learner_config_dict", "advantage_normalization")] == {
+        "grid_search": ["batch", "minibatch"]
+    }
+    for config, run, error in [
+        ("advantage_normalization: episode\n", "PPO", "must be one of batch, minibatch, got 'episode'"),
+        ("advantage_normalization: minibatch\n", "APPO", "a setting of RLlib's PPO learner"),
+        ("advantage_normalization: minibatch\n", "DQN", "a setting of RLlib's PPO learner"),
+    ]:
+        exp = _experiment(tmp_path, config, run=run)
+        keys = _translated(exp)
+        with pytest.raises(UserError, match=error):
+            ac.stage_values(exp, keys)
+    monkeypatch.setenv("ENVSDK_STOCK", "ppo-learner")
+    exp = _experiment(tmp_path, "advantage_normalization: minibatch\n", run="PPO")
+    with pytest.raises(UserError, match="'minibatch' is computed by envsdk's PPO learner, which stock"):
+        ac.stage_values(exp, _translated(exp))
+    exp = _experiment(tmp_path, "advantage_normalization: batch\n", run="PPO")  # RLlib's own
+    ac.stage_values(exp, _translated(exp))
+
+
 @pytest.mark.substitution("sac-learner")
 def test_critic_loss_reaches_sacs_learner_a_search_too_and_is_refused_elsewhere(tmp_path):
     built = ac.build_config(_experiment(tmp_path, "critic_loss: squared\n", run="SAC", env="Pendulum-v1"))

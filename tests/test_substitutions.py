@@ -24,6 +24,7 @@ TESTED_BY = {
         "test_the_learner_gets_the_columns_rllibs_episode_path_gives_it",
     ),
     "sac-learner": ("test_sac.py", "test_one_backward_pass_gives_rllibs_gradients"),
+    "ppo-learner": ("test_ppo_learner.py", "test_the_learner_shuffles_rllibs_batch_rows_together"),
     "sac-module": ("test_sac_module.py", "test_the_lean_pass_gives_rllibs_outputs_losses_and_gradients"),
     "in-process-trial": ("test_trial_runners.py", "test_in_process_and_tune_trials_write_the_same_folder"),
     "env-guard": ("test_env_faults.py", "test_each_space_kind_passes_its_values_and_names_each_fault"),
@@ -59,6 +60,7 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
     """The substitutions a built config carries, read from the config itself."""
     from envsdk.training import batched_runner, guards, off_policy
     from envsdk.training.in_process import runs_in_process
+    from envsdk.training.ppo_learner import PPOTorchLearner
     from envsdk.training.sac_learner import SACTorchLearner
     from envsdk.training.sac_module import LeanSACTorchRLModule
 
@@ -70,6 +72,8 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
         found.add("transition-replay")
     if config.learner_class is SACTorchLearner:
         found.add("sac-learner")
+    if config.learner_class is PPOTorchLearner:
+        found.add("ppo-learner")
     if config.rl_module_spec.module_class is LeanSACTorchRLModule:
         found.add("sac-module")
     if runs_in_process(exp, built):
@@ -85,7 +89,7 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
     return found
 
 
-def build(monkeypatch: pytest.MonkeyPatch, stock: str | None, yaml_stock: object = None):  # type: ignore[no-untyped-def]
+def build(monkeypatch, stock, yaml_stock=None, config="pendulum-sac"):  # type: ignore[no-untyped-def]
     from envsdk.config.experiment import load_experiments
     from envsdk.training.build import build_config
 
@@ -94,14 +98,15 @@ def build(monkeypatch: pytest.MonkeyPatch, stock: str | None, yaml_stock: object
     else:
         monkeypatch.setenv(substitutions.STOCK, stock)
     monkeypatch.delenv(substitutions.NO_PATCHES, raising=False)
-    (exp,) = load_experiments(ROOT / "configs" / "pendulum-sac.yaml")
+    (exp,) = load_experiments(ROOT / "configs" / f"{config}.yaml")
     if yaml_stock is not None:
         exp.config["stock"] = yaml_stock
     return exp, build_config(exp)
 
 
-# pendulum-sac carries every substitution but frozen-imports (train.py's import, not the config's).
-IN_CONFIG = [name for name in substitutions.TABLE if name != "frozen-imports"]
+# pendulum-sac carries every substitution but frozen-imports (train.py's import, not the config's)
+# and PPO's learner (cartpole-ppo carries it).
+IN_CONFIG = [name for name in substitutions.TABLE if name not in ("frozen-imports", "ppo-learner")]
 
 
 def test_by_default_every_substitution_is_in_force(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -112,6 +117,12 @@ def test_by_default_every_substitution_is_in_force(monkeypatch: pytest.MonkeyPat
 def test_each_substitution_turns_off_alone(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     assert in_force(*build(monkeypatch, name)) == set(IN_CONFIG) - {name}
     assert in_force(*build(monkeypatch, None, [name])) == set(IN_CONFIG) - {name}  # stock: [name]
+
+
+def test_ppo_takes_its_learner_unless_stock(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "ppo-learner" in in_force(*build(monkeypatch, None, config="cartpole-ppo"))
+    for stock, yaml_stock in (("ppo-learner", None), (None, ["ppo-learner"]), ("1", None)):
+        assert "ppo-learner" not in in_force(*build(monkeypatch, stock, yaml_stock, "cartpole-ppo"))
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,16 @@
-"""Rules of one algorithm, API stack or env kind: replay buffers, SAC's batch and loss, the new
-stack's settings, reward normalization, Atari, ``horizon``, the start-up check's tries."""
+"""Rules of one algorithm, API stack or env kind: replay buffers, SAC's batch, our learners'
+settings, the new stack's settings, reward normalization, Atari, ``horizon``, the start-up check's
+tries."""
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
 
 from envsdk import internals, substitutions
@@ -23,6 +26,7 @@ from envsdk.training import (
     reward_normalization,
 )
 from envsdk.training.build.translate import search_candidates
+from envsdk.training.ppo_learner import ADVANTAGE_NORMALIZATION, ADVANTAGE_NORMALIZATIONS
 from envsdk.training.sac_learner import CRITIC_LOSS, CRITIC_LOSSES
 
 
@@ -192,40 +196,75 @@ def per_learner_batch(values: LineDict, search: dict[tuple, Any], run: str, defa
     )
 
 
-def take_critic_loss(
+@dataclass(frozen=True)
+class LearnerChoice:
+    """A setting of one of our learners, which it reads from RLlib's ``learner_config_dict``."""
+
+    key: str
+    choices: tuple[str, ...]  # the first is what RLlib's own learner does
+    algorithm: str  # whose learner (run:)
+    rllib_learner: type  # RLlib's learner class that ours replaces
+    substitution: str  # the substitution that puts ours in its place
+    use: str  # the fix line for a value not among the choices
+    rllib_has: str  # what RLlib's own learner does instead
+
+
+LEARNER_CHOICES = (
+    LearnerChoice(
+        CRITIC_LOSS, CRITIC_LOSSES, "SAC", RLlibSACTorchLearner, "sac-learner",
+        "use 'squared' (the SAC paper's and SB3's) or 'huber' (RLlib's, the default)", "the huber loss only",
+    ),
+    LearnerChoice(
+        ADVANTAGE_NORMALIZATION, ADVANTAGE_NORMALIZATIONS, "PPO", RLlibPPOTorchLearner, "ppo-learner",
+        "use 'minibatch' (SB3's and CleanRL's) or 'batch' (RLlib's, the default)",
+        "the whole train batch's normalization only",
+    ),
+)  # fmt: skip
+
+
+def take_learner_choices(
     values: LineDict, search: dict[tuple, Any], run: str, default_config: AlgorithmConfig, off: frozenset[str]
 ) -> None:
-    """``critic_loss: huber | squared`` (a search space too): the loss of SAC's critics on the TD
-    error, which training/sac_learner.py reads from RLlib's ``learner_config_dict``.  ``off``: the
-    substitutions turned off (RLlib's own learner has the huber loss only)."""
-    if "critic_loss" not in values:
-        return
-    where = values.where("critic_loss")
-    domain = search.pop(("critic_loss",), None)
-    value = values.pop("critic_loss")
-    for candidate in search_candidates(domain) if domain is not None else [value]:
-        if candidate not in CRITIC_LOSSES:
+    """:data:`LEARNER_CHOICES` (``critic_loss``, ``advantage_normalization``; search spaces too)
+    moved into ``learner_config_dict``.  ``off``: the substitutions turned off."""
+    for choice in LEARNER_CHOICES:
+        if choice.key in values:
+            _take_choice(choice, values, search, run, default_config, off)
+
+
+def _take_choice(
+    choice: LearnerChoice,
+    values: LineDict,
+    search: dict[tuple, Any],
+    run: str,
+    default_config: AlgorithmConfig,
+    off: frozenset[str],
+) -> None:
+    key, where = choice.key, values.where(choice.key)
+    domain = search.pop((key,), None)
+    value = values.pop(key)
+    asked = search_candidates(domain) if domain is not None else [value]
+    for candidate in asked:
+        if candidate not in choice.choices:
             raise UserError(
-                f"{where}: critic_loss must be one of {', '.join(CRITIC_LOSSES)}, got {candidate!r}",
-                "use 'squared' (the SAC paper's and SB3's) or 'huber' (RLlib's, the default)",
+                f"{where}: {key} must be one of {', '.join(choice.choices)}, got {candidate!r}", choice.use
             )
     old_stack = values.get("enable_rl_module_and_learner") is False
-    if old_stack or "learner_class" in values or default_config.learner_class is not RLlibSACTorchLearner:
+    if old_stack or "learner_class" in values or default_config.learner_class is not choice.rllib_learner:
         raise UserError(
-            f"{where}: critic_loss is a setting of RLlib's SAC learner on the new API stack,"
+            f"{where}: {key} is a setting of RLlib's {choice.algorithm} learner on the new API stack,"
             f" which this {run} config does not train with",
-            "remove critic_loss (or train with run: SAC and RLlib's SAC learner)",
+            f"remove {key} (or train with run: {choice.algorithm} and RLlib's {choice.algorithm} learner)",
         )
-    asked = search_candidates(domain) if domain is not None else [value]
-    if "sac-learner" in off and asked != ["huber"]:
+    if choice.substitution in off and asked != [choice.choices[0]]:
         raise UserError(
-            f"{where}: critic_loss {value!r} is computed by envsdk's SAC learner, which stock: (or"
-            f" {substitutions.STOCK}) turns off; RLlib's own learner has the huber loss only",
-            "use critic_loss: huber (RLlib's), or keep the sac-learner substitution on",
+            f"{where}: {key} {value!r} is computed by envsdk's {choice.algorithm} learner, which stock: (or"
+            f" {substitutions.STOCK}) turns off; RLlib's own learner has {choice.rllib_has}",
+            f"use {key}: {choice.choices[0]} (RLlib's), or keep the {choice.substitution} substitution on",
         )
-    values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), CRITIC_LOSS: value}
+    values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), key: value}
     if domain is not None:
-        search[("learner_config_dict", CRITIC_LOSS)] = domain
+        search[("learner_config_dict", key)] = domain
 
 
 def with_horizon(values: LineDict, resolved: ResolvedEnv) -> tuple[ResolvedEnv, int | None]:

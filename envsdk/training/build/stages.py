@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
 
 from envsdk import speedups, substitutions
@@ -49,7 +50,7 @@ from envsdk.training.build.rules import (
     new_stack_settings,
     per_learner_batch,
     start_tries,
-    take_critic_loss,
+    take_learner_choices,
     with_horizon,
 )
 from envsdk.training.build.translate import (
@@ -61,6 +62,7 @@ from envsdk.training.build.translate import (
     valid_keys,
 )
 from envsdk.training.callbacks import add_callback
+from envsdk.training.ppo_learner import PPOTorchLearner
 from envsdk.training.sac_learner import SACTorchLearner
 from envsdk.training.sac_module import lean_sac_module
 
@@ -122,7 +124,7 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     )
     check_values(values, defaults, search, keys.spelled)
     per_learner_batch(values, search, exp.run, defaults)
-    take_critic_loss(values, search, exp.run, keys.default_config, off)
+    take_learner_choices(values, search, exp.run, keys.default_config, off)
     if values.get("evaluation_config"):
         evaluation = evaluation_settings(values, values.lines.get("evaluation_config", 0))
         for key in ("model", "model_config"):
@@ -372,7 +374,8 @@ def stage_finish(
     sampler: str,
     models: list[str],
 ) -> BuiltConfig:
-    """Our DQN/SAC in place of RLlib's (transition replay, one backward pass, lean module); the record."""
+    """Our DQN/SAC in place of RLlib's (transition replay, one backward pass, lean module), our PPO
+    learner in place of RLlib's (the first epoch shuffled); the record."""
     if "transition-replay" not in own.off:
         algo_class = off_policy.REPLACEMENTS.get(algo_class, algo_class)
     if (
@@ -381,6 +384,12 @@ def stage_finish(
         and config.learner_class is RLlibSACTorchLearner
     ):
         config.training(learner_class=SACTorchLearner)  # one backward pass where it gives the same gradients
+    if (
+        "ppo-learner" not in own.off
+        and config.enable_rl_module_and_learner
+        and config.learner_class is RLlibPPOTorchLearner
+    ):
+        config.training(learner_class=PPOTorchLearner)  # the first epoch's minibatches shuffled too
     if "sac-module" not in own.off and config.enable_rl_module_and_learner:
         lean_sac_module(config)
     config.algo_class = algo_class

@@ -69,6 +69,7 @@ EXTRA_KEYS = {
     "env_checks",
     "sampler",
     "critic_loss",
+    "advantage_normalization",
     substitutions.KEY,
 }
 

@@ -1,0 +1,110 @@
+"""RLlib's PPO learner: the first epoch's minibatches drawn at random as the later ones are, and
+advantages normalized per minibatch where the config asks.
+
+RLlib 2.60's ``MiniBatchCyclicIterator`` shuffles the train batch each time it
+wraps around, at the end of an epoch, and not before the first one.  So the
+first epoch's minibatches are consecutive slices of the batch, which the
+learner connector lays out episode by episode: with ``minibatch_size: 64`` each
+of the first epoch's updates sees 64 consecutive steps of one env's episode,
+whose advantages are alike.  That epoch is the one closest to the sampling
+policy, where PPO's clipping holds least.  PPO's ``shuffle_batch_per_epoch``
+(on by default) reads "whether to shuffle the train batch once per epoch".
+
+:class:`ShuffleRows` is a learner connector piece that shuffles each module's
+rows once, after RLlib's own pieces and GAE, with the same global numpy
+generator RLlib's later shuffles use (seeded by the config's ``seed``).  The
+learner appends it where RLlib would shuffle at all: minibatches, more than one
+epoch, ``shuffle_batch_per_epoch`` on.  A stateful (recurrent) module's batch
+is in sequences and stays as it is, as does any batch with a column that is not
+one row per step.
+
+``advantage_normalization: minibatch`` (RLlib's ``learner_config_dict``) standardizes
+the advantages again within each minibatch, over its rows that count in the loss,
+before RLlib's loss reads them, as Stable-Baselines3 and CleanRL do.  RLlib's GAE
+connector standardizes them once over the whole train batch (``batch``, the default),
+so a minibatch of 64 rows carries whatever mean its rows happen to have, and the
+clipped objective pushes all of its actions' probabilities up or down together.
+
+Everything else (the loss, metrics, optimizers, checkpoint contents) is RLlib's.
+LunarLander PPO with RL Zoo's settings: configs/lunarlander-ppo.yaml and benchmarks/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import torch
+import tree
+from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
+from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.core.columns import Columns
+from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.typing import ModuleID
+
+from envsdk import internals
+
+ADVANTAGE_NORMALIZATION = "advantage_normalization"  # the learner_config_dict key
+ADVANTAGE_NORMALIZATIONS = ("batch", "minibatch")  # RLlib's first
+
+
+def shuffles(config: Any) -> bool:
+    """Whether RLlib's learner shuffles this config's train batch between epochs."""
+    return bool(config.shuffle_batch_per_epoch and config.minibatch_size and config.num_epochs > 1)
+
+
+class ShuffleRows(ConnectorV2):
+    """Learner connector: each non-stateful module's rows in one random order, every column alike."""
+
+    def __call__(self, *, rl_module: Any, batch: dict[str, Any], **kwargs: Any) -> Any:
+        for module_id, columns in batch.items():
+            if module_id in rl_module and rl_module[module_id].is_stateful():
+                continue
+            rows = {_rows(leaf) for leaf in tree.flatten(columns)}
+            if len(rows) != 1 or -1 in rows:
+                continue  # not one row per step in every column: left in RLlib's order
+            batch[module_id] = tree.map_structure(
+                functools.partial(_taken, np.random.permutation(rows.pop())), columns
+            )
+        return batch
+
+
+def _rows(leaf: Any) -> int:
+    """A column's rows (-1: not an array with rows)."""
+    return len(leaf) if isinstance(leaf, (torch.Tensor, np.ndarray)) and leaf.ndim else -1
+
+
+def _taken(order: np.ndarray, leaf: Any) -> Any:
+    return leaf[torch.from_numpy(order).to(leaf.device)] if isinstance(leaf, torch.Tensor) else leaf[order]
+
+
+def standardized(advantages: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``advantages`` less their mean, over their std (SB3's: unbiased, plus 1e-8), both taken
+    over the rows ``mask`` keeps; as they are where fewer than two rows count."""
+    counted = advantages if mask is None else advantages[mask]
+    if counted.numel() < 2:
+        return advantages
+    return (advantages - counted.mean()) / (counted.std() + 1e-8)
+
+
+class PPOTorchLearner(RLlibPPOTorchLearner):
+    """RLlib's PPO learner; the train batch shuffled before the first epoch as before the others,
+    and advantages normalized per minibatch with ``advantage_normalization: minibatch``."""
+
+    def build(self) -> None:
+        super().build()
+        self.per_minibatch = self.config.learner_config_dict.get(ADVANTAGE_NORMALIZATION) == "minibatch"
+        pipeline = internals.learner_connector(self)
+        if pipeline is not None and shuffles(self.config):
+            pipeline.append(ShuffleRows())
+
+    def compute_loss_for_module(
+        self, *, module_id: ModuleID, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+    ) -> Any:
+        if self.per_minibatch:
+            advantages = standardized(batch[Postprocessing.ADVANTAGES], batch.get(Columns.LOSS_MASK))
+            batch = {**batch, Postprocessing.ADVANTAGES: advantages}
+        return super().compute_loss_for_module(
+            module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
+        )
