@@ -362,6 +362,14 @@ def stage_check_modules(config: AlgorithmConfig, started: StartedEnv, networks: 
     return [m for m in found if not m.startswith(f"{self_play.LEDGER}:")]
 
 
+# RLlib's own learner class -> the substitution and the class that take its place: SAC's with one
+# backward pass where it gives the same gradients, PPO's with the first epoch's minibatches shuffled too.
+OUR_LEARNERS: dict[type, tuple[str, type]] = {
+    RLlibSACTorchLearner: ("sac-learner", SACTorchLearner),
+    RLlibPPOTorchLearner: ("ppo-learner", PPOTorchLearner),
+}
+
+
 def stage_finish(
     exp: Experiment,
     algo_class: type[Algorithm],
@@ -378,18 +386,9 @@ def stage_finish(
     learner in place of RLlib's (the first epoch shuffled); the record."""
     if "transition-replay" not in own.off:
         algo_class = off_policy.REPLACEMENTS.get(algo_class, algo_class)
-    if (
-        "sac-learner" not in own.off
-        and config.enable_rl_module_and_learner
-        and config.learner_class is RLlibSACTorchLearner
-    ):
-        config.training(learner_class=SACTorchLearner)  # one backward pass where it gives the same gradients
-    if (
-        "ppo-learner" not in own.off
-        and config.enable_rl_module_and_learner
-        and config.learner_class is RLlibPPOTorchLearner
-    ):
-        config.training(learner_class=PPOTorchLearner)  # the first epoch's minibatches shuffled too
+    substitution, ours = OUR_LEARNERS.get(config.learner_class, ("", None))
+    if ours is not None and substitution not in own.off and config.enable_rl_module_and_learner:
+        config.training(learner_class=ours)
     if "sac-module" not in own.off and config.enable_rl_module_and_learner:
         lean_sac_module(config)
     config.algo_class = algo_class
