@@ -1,0 +1,84 @@
+"""Shipped configs with a remote learner (``num_learners: 1``): envsdk's learner classes, modules and
+connector pieces train in the learner's own Ray actor, and the checkpoint rolls out.
+
+RLlib builds a remote learner from the config in another process, so whatever envsdk swaps in
+(``stage_finish``: its PPO and SAC learners, the lean SAC module; the PPO learner's ``ShuffleRows``
+piece) must travel with the config, not with a patch of this process.  The run joins the session's
+Ray, as a user's run on a node or a cluster does.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import ROOT, progress_rows, rollout_here, trial_dirs
+
+HOOK = """
+import json
+
+from envsdk import internals
+
+
+def record(algorithm, **kwargs):
+    def classes(learner):
+        pipeline = internals.learner_connector(learner)
+        module = next(iter(learner.module.values()))
+        return {
+            # Ray Train's worker group runs a subclass of the learner's class (_WrappedExecutable)
+            "learner": [f"{c.__module__}.{c.__qualname__}" for c in type(learner).__mro__],
+            "module": f"{type(module).__module__}.{type(module).__qualname__}",
+            "pieces": [type(p).__name__ for p in (pipeline.connectors if pipeline else [])],
+        }
+
+    group = algorithm.learner_group
+    found = [] if group.is_local else [r.get() for r in group.foreach_learner(classes)]
+    with open("learners.jsonl", "a") as fh:
+        fh.write(json.dumps({"local": group.is_local, "learners": found}) + "\\n")
+"""
+
+CASES = {
+    # config: (env steps, learner class, module class or None, a piece of the learner connector or None)
+    "cartpole-ppo": (2048, "envsdk.training.ppo_learner.PPOTorchLearner", None, "ShuffleRows"),
+    "pendulum-sac": (
+        512,
+        "envsdk.training.sac_learner.SACTorchLearner",
+        "envsdk.training.sac_module.LeanSACTorchRLModule",
+        None,
+    ),
+    "cartpole-dqn": (1200, None, None, None),  # RLlib's learner; envsdk's transition replay feeds it
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("config", list(CASES))
+def test_a_remote_learner_trains_with_envsdks_classes_and_the_checkpoint_rolls_out(train, tmp_path, config):
+    steps, learner, module, piece = CASES[config]
+    (tmp_path / "remote_hook.py").write_text(HOOK)
+    out = train(
+        "-f", str(ROOT / "configs" / f"{config}.yaml"),
+        "--stop-timesteps", str(steps),
+        "--config.num_learners=1",
+        "--config.callbacks_on_train_result=remote_hook.record",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+
+    records = [json.loads(line) for line in (tmp_path / "learners.jsonl").read_text().splitlines()]
+    assert records and not any(r["local"] for r in records)
+    (seen,) = records[-1]["learners"]  # one remote learner
+    if learner:
+        assert learner in seen["learner"]
+    if module:
+        assert seen["module"] == module
+    if piece:
+        assert piece in seen["pieces"]
+
+    (trial,) = trial_dirs(train.results)
+    last = progress_rows(trial)[-1]
+    assert float(last["learners/__all_modules__/num_module_steps_trained_lifetime"]) > 0
+    (checkpoint,) = trial.glob("checkpoint_*")
+    done = rollout_here(str(checkpoint), "--episodes", "1")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "1 episodes" in done.stdout
