@@ -74,6 +74,14 @@ TABLE: dict[str, Substitution] = {
             "every epoch's minibatches at random: fewer env steps to solve (benchmarks/steps_to_solve.py)",
         ),
         Substitution(
+            "dqn-learner",
+            "class",
+            "DQNTorchLearner's optimizer (Adam with torch's epsilon)",
+            "envsdk/training/dqn_learner.py",
+            "a feature, not speed: the same optimizer with the config's epsilon",
+            "adam_epsilon (RLlib 2.60's DQN learner does not read it)",
+        ),
+        Substitution(
             "sac-module",
             "class",
             "DefaultSACTorchRLModule's training pass (Box actions)",

@@ -43,7 +43,7 @@ STOCK_FLAGS = {
     "lunarlander-ppo.yaml": ["--config.advantage_normalization=batch"],
 }
 OURS = ("envsdk.training.batched_runner", "envsdk.training.sac_learner", "envsdk.training.off_policy")
-OURS += ("envsdk.training.ppo_learner",)
+OURS += ("envsdk.training.ppo_learner", "envsdk.training.dqn_learner")
 OURS += ("guard_env", "arm_action_check", "speedups.on_env_runner")
 
 

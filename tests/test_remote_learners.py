@@ -2,7 +2,7 @@
 connector pieces train in the learner's own Ray actor, and the checkpoint rolls out.
 
 RLlib builds a remote learner from the config in another process, so whatever envsdk swaps in
-(``stage_finish``: its PPO and SAC learners, the lean SAC module; the PPO learner's ``ShuffleRows``
+(``stage_finish``: its PPO, SAC and DQN learners, the lean SAC module; the PPO learner's ``ShuffleRows``
 piece) must travel with the config, not with a patch of this process.  The run joins the session's
 Ray, as a user's run on a node or a cluster does.
 """
@@ -47,7 +47,8 @@ CASES = {
         "envsdk.training.sac_module.LeanSACTorchRLModule",
         None,
     ),
-    "cartpole-dqn": (1200, None, None, None),  # RLlib's learner; envsdk's transition replay feeds it
+    # envsdk's transition replay feeds a remote learner through RLlib's learner group
+    "cartpole-dqn": (1200, "envsdk.training.dqn_learner.DQNTorchLearner", None, None),
 }
 
 

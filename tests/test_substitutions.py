@@ -25,6 +25,10 @@ TESTED_BY = {
     ),
     "sac-learner": ("test_sac.py", "test_one_backward_pass_gives_rllibs_gradients"),
     "ppo-learner": ("test_ppo_learner.py", "test_the_learner_shuffles_rllibs_batch_rows_together"),
+    "dqn-learner": (
+        "test_dqn_learner.py",
+        "test_the_learner_builds_rllibs_optimizer_with_the_configs_epsilon",
+    ),
     "sac-module": ("test_sac_module.py", "test_the_lean_pass_gives_rllibs_outputs_losses_and_gradients"),
     "in-process-trial": ("test_trial_runners.py", "test_in_process_and_tune_trials_write_the_same_folder"),
     "env-guard": ("test_env_faults.py", "test_each_space_kind_passes_its_values_and_names_each_fault"),
@@ -59,6 +63,7 @@ def test_every_substitution_has_its_comparison_test() -> None:
 def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
     """The substitutions a built config carries, read from the config itself."""
     from envsdk.training import batched_runner, guards, off_policy
+    from envsdk.training.dqn_learner import DQNTorchLearner
     from envsdk.training.in_process import runs_in_process
     from envsdk.training.ppo_learner import PPOTorchLearner
     from envsdk.training.sac_learner import SACTorchLearner
@@ -74,6 +79,8 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
         found.add("sac-learner")
     if config.learner_class is PPOTorchLearner:
         found.add("ppo-learner")
+    if config.learner_class is DQNTorchLearner:
+        found.add("dqn-learner")
     if config.rl_module_spec.module_class is LeanSACTorchRLModule:
         found.add("sac-module")
     if runs_in_process(exp, built):
@@ -105,8 +112,10 @@ def build(monkeypatch, stock, yaml_stock=None, config="pendulum-sac"):  # type: 
 
 
 # pendulum-sac carries every substitution but frozen-imports (train.py's import, not the config's)
-# and PPO's learner (cartpole-ppo carries it).
-IN_CONFIG = [name for name in substitutions.TABLE if name not in ("frozen-imports", "ppo-learner")]
+# and the PPO and DQN learners (cartpole-ppo and cartpole-dqn carry them).
+IN_CONFIG = [
+    name for name in substitutions.TABLE if name not in ("frozen-imports", "ppo-learner", "dqn-learner")
+]
 
 
 def test_by_default_every_substitution_is_in_force(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -119,10 +128,15 @@ def test_each_substitution_turns_off_alone(monkeypatch: pytest.MonkeyPatch, name
     assert in_force(*build(monkeypatch, None, [name])) == set(IN_CONFIG) - {name}  # stock: [name]
 
 
-def test_ppo_takes_its_learner_unless_stock(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "ppo-learner" in in_force(*build(monkeypatch, None, config="cartpole-ppo"))
-    for stock, yaml_stock in (("ppo-learner", None), (None, ["ppo-learner"]), ("1", None)):
-        assert "ppo-learner" not in in_force(*build(monkeypatch, stock, yaml_stock, "cartpole-ppo"))
+@pytest.mark.parametrize(
+    ("name", "config"), [("ppo-learner", "cartpole-ppo"), ("dqn-learner", "cartpole-dqn")]
+)
+def test_ppo_and_dqn_take_their_learners_unless_stock(
+    monkeypatch: pytest.MonkeyPatch, name: str, config: str
+) -> None:
+    assert name in in_force(*build(monkeypatch, None, config=config))
+    for stock, yaml_stock in ((name, None), (None, [name]), ("1", None)):
+        assert name not in in_force(*build(monkeypatch, stock, yaml_stock, config))
 
 
 @pytest.mark.parametrize(

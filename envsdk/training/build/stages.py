@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
+from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner as RLlibDQNTorchLearner
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
 
@@ -62,6 +63,7 @@ from envsdk.training.build.translate import (
     valid_keys,
 )
 from envsdk.training.callbacks import add_callback
+from envsdk.training.dqn_learner import DQNTorchLearner
 from envsdk.training.ppo_learner import PPOTorchLearner
 from envsdk.training.sac_learner import SACTorchLearner
 from envsdk.training.sac_module import lean_sac_module
@@ -363,11 +365,14 @@ def stage_check_modules(config: AlgorithmConfig, started: StartedEnv, networks: 
 
 
 # RLlib's own learner class -> the substitution and the class that take its place: SAC's with one
-# backward pass where it gives the same gradients, PPO's with the first epoch's minibatches shuffled too.
+# backward pass where it gives the same gradients, PPO's with the first epoch's minibatches shuffled
+# too, DQN's with the config's adam_epsilon in its optimizer.
 OUR_LEARNERS: dict[type, tuple[str, type]] = {
     RLlibSACTorchLearner: ("sac-learner", SACTorchLearner),
     RLlibPPOTorchLearner: ("ppo-learner", PPOTorchLearner),
+    RLlibDQNTorchLearner: ("dqn-learner", DQNTorchLearner),
 }
+TORCH_ADAM_EPSILON = 1e-8  # torch.optim.Adam's default, and DQNConfig's
 
 
 def stage_finish(
@@ -383,12 +388,19 @@ def stage_finish(
     models: list[str],
 ) -> BuiltConfig:
     """Our DQN/SAC in place of RLlib's (transition replay, one backward pass, lean module), our PPO
-    learner in place of RLlib's (the first epoch shuffled); the record."""
+    and DQN learners in place of RLlib's (the first epoch shuffled; adam_epsilon used); the record."""
     if "transition-replay" not in own.off:
         algo_class = off_policy.REPLACEMENTS.get(algo_class, algo_class)
     substitution, ours = OUR_LEARNERS.get(config.learner_class, ("", None))
     if ours is not None and substitution not in own.off and config.enable_rl_module_and_learner:
         config.training(learner_class=ours)
+    elif config.learner_class is RLlibDQNTorchLearner and config.enable_rl_module_and_learner:
+        epsilon = getattr(config, "adam_epsilon", TORCH_ADAM_EPSILON)
+        if epsilon != TORCH_ADAM_EPSILON:
+            notice(
+                f"adam_epsilon {epsilon} unused: RLlib's DQN learner (stock: dqn-learner) "
+                f"builds Adam with torch's {TORCH_ADAM_EPSILON}; envsdk's learner uses it"
+            )
     if "sac-module" not in own.off and config.enable_rl_module_and_learner:
         lean_sac_module(config)
     config.algo_class = algo_class
