@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
+from pathlib import Path
 
 import gymnasium as gym
 import pytest
@@ -11,6 +13,7 @@ from envsdk import internals
 from envsdk.cli.train import main
 from envsdk.config import legacy
 from envsdk.config.experiment import load_experiments
+from envsdk.config.unread import UNREAD
 from envsdk.envs.registry import current_version
 from envsdk.errors import run_cli
 from envsdk.training.build import build_config, valid_keys
@@ -388,3 +391,88 @@ def test_sac_networks_say_what_they_drop_and_which_wins(tmp_path, capsys):
     assert "new API stack; ['post_fcnet_hiddens'] dropped" in said
     assert "'policy_model' sets model_config.fcnet_hiddens to [16], over [32, 32] from 'Q_model'" in said
     assert "fcnet_activation to" not in said  # the same value in both: nothing to say
+
+
+# ---- keys RLlib 2.60 takes and its new API stack never reads ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("run", "config", "named"),
+    [
+        ("DQN", "noisy: true\nsigma0: 0.3", ["'noisy'", "'sigma0'"]),
+        ("DQN", "exploration_config: {type: ParameterNoise}", ["'noisy' (the file's 'exploration_config')"]),
+        ("IMPALA", "opt_type: rmsprop\ndecay: 0.9\nepsilon: 0.1", ["'decay'", "'epsilon'", "'opt_type'"]),
+        ("APPO", "target_worker_clipping: 1.5\nlr: 0.001", ["'target_worker_clipping'"]),
+    ],
+)
+def test_a_key_the_new_stack_never_reads_is_named(tmp_path, capsys, run, config, named):
+    _, built, notices = build(tmp_path, experiment(run, "CartPole-v1", config), capsys)
+    unread = [n for n in notices if "is not read on RLlib 2.60's new API stack" in n]
+    assert [n.split("config key ")[1].split(" is not read")[0] for n in unread] == named
+    assert getattr(built, named[0].split("'")[1]) is not None  # the value still reaches RLlib's config
+
+
+def test_keys_the_new_stack_reads_say_nothing(tmp_path, capsys):
+    """DQN's `epsilon` is its exploration schedule (read); IMPALA's is RMSProp's (unread)."""
+    _, _, notices = build(
+        tmp_path, experiment("DQN", "CartPole-v1", "epsilon: [[0, 1.0], [500, 0.1]]"), capsys
+    )
+    assert not [n for n in notices if "new API stack" in n]
+
+
+# Readers the scan finds that run on the old API stack only, or read another key of the same name.
+KNOWN_OLD_STACK_READERS: dict[str, set[tuple[str, str]]] = {
+    "learner_queue_timeout": {("/algorithms/impala/impala.py", "make_learner_thread")},  # old stack's
+    # IMPALA.setup reads it under `if not self.config.enable_rl_module_and_learner:`
+    "replay_buffer_num_slots": {("/algorithms/impala/impala.py", "setup")},
+    "epsilon": {("/algorithms/dqn/default_dqn_rl_module.py", "setup")},  # DQN's exploration epsilon
+    "noisy": {("/utils/test_utils.py", "_test")},  # RLlib's test helper (policies)
+}
+
+
+@pytest.mark.parametrize("key", sorted(UNREAD))
+def test_rllibs_new_stack_code_reads_none_of_the_unread_keys(key):
+    """The table's assumption, for each key: no new-stack module of RLlib reads it from a config
+    (``config.KEY``, ``config["KEY"]``, ``.get("KEY"``).  When this fails, RLlib reads the key
+    again and its row in envsdk/config/unread.py goes."""
+    known = KNOWN_OLD_STACK_READERS.get(key, set())
+    readers = [r for r in _new_stack_reads()[key] if (r[0], r[1]) not in known]
+    assert not readers, readers
+
+
+@functools.cache
+def _new_stack_reads() -> dict[str, list[tuple[str, str, int, str]]]:
+    """key -> (file, function, line number, line) of each place in RLlib outside the old stack's
+    modules and ``*_old_api_stack`` functions that reads it from a config."""
+    import ray.rllib
+
+    root = Path(ray.rllib.__file__).parent
+    old_stack = re.compile(
+        r"(_tf_|tf_|_policy|/policy/|/models/|/evaluation/|/execution/|/utils/exploration/|/tests/"
+        r"|/examples/|_old_api_stack|dreamerv3)"
+    )
+    names = "|".join(UNREAD)
+    read = re.compile(rf"(?:config\.|config\[[\"']|\.get\([\"']|\)\.)({names})\b")
+    found: dict[str, list[tuple[str, str, int, str]]] = {key: [] for key in UNREAD}
+    for path in root.rglob("*.py"):
+        rel = "/" + str(path.relative_to(root))
+        if old_stack.search(rel):
+            continue
+        text = path.read_text()
+        if not read.search(text):
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            for match in read.finditer(line):
+                function = _function_of(text, number)
+                if "_old_api_stack" not in function:
+                    found[match.group(1)].append((rel, function, number, line.strip()))
+    return found
+
+
+def _function_of(text: str, number: int) -> str:
+    """The name of the innermost ``def`` above line ``number`` (old-stack code paths are named so)."""
+    for line in reversed(text.splitlines()[:number]):
+        found = re.match(r"\s*def (\w+)", line)
+        if found:
+            return found.group(1)
+    return ""

@@ -209,7 +209,7 @@ def _exploration(value: Any, ctx: Context) -> tuple[dict[str, Any], str]:
     if kind == "ParameterNoise" and "noisy" in ctx.valid:
         return {
             "noisy": True
-        }, "ParameterNoise exploration: the closest 2.60 setting is noisy: true (NoisyNet layers)"
+        }, "ParameterNoise exploration: the closest 2.60 setting is noisy: true (NoisyNet, old API stack)"
     raise UserError(
         f"{ctx.where}: exploration_config type '{kind}' has no equivalent on RLlib 2.60's new API stack",
         "drop exploration_config (PPO samples its policy; DQN is epsilon-greedy: set epsilon)",

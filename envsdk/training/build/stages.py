@@ -20,6 +20,7 @@ from envsdk.config import offline
 from envsdk.config.env_checks import EnvCheckSettings
 from envsdk.config.experiment import Experiment, record
 from envsdk.config.self_play import SelfPlaySettings
+from envsdk.config.unread import unread_on_new_stack
 from envsdk.config.yamlio import LineDict, merge
 from envsdk.envs.base import hooks
 from envsdk.envs.checker import preflight, unbuilt
@@ -403,6 +404,11 @@ def stage_finish(
             )
     if "sac-module" not in own.off and config.enable_rl_module_and_learner:
         lean_sac_module(config)
+    if config.enable_rl_module_and_learner:
+        for key, instead in unread_on_new_stack(algo_class.__name__, keys.user_keys):
+            spelled = keys.spelled.get(key, key)
+            name = f"'{key}'" if spelled == key else f"'{key}' (the file's '{spelled}')"
+            notice(f"config key {name} is not read on RLlib 2.60's new API stack: {instead}")
     config.algo_class = algo_class
     return BuiltConfig(
         algo_class=algo_class,
