@@ -2,8 +2,9 @@
 
 ``tests/checkpoints/<commit>/`` holds checkpoints that the code of ``<commit>``
 wrote (``tests/checkpoints/make.py``), one per kind: single-agent PPO, SAC,
-multi-agent, self-play, a ModelV2 plugin, an RLModule plugin and a Unity game on
-the stand-in.  Every set stays: each later commit must still read all of them.
+DQN (0.3.0's, before envsdk's DQN learner), multi-agent, self-play, a ModelV2
+plugin, an RLModule plugin and a Unity game on the stand-in.  Every set stays:
+each later commit must still read all of them.
 The files are copied first (a rollout writes beside its checkpoint), and the
 env modules are found as a user who moved the checkpoint would find them: on
 ``PYTHONPATH``, since the folders recorded in the checkpoint are gone.

@@ -29,6 +29,7 @@ NARROW = ["--config.model_config.fcnet_hiddens=[32, 32]"]
 KINDS: dict[str, tuple[str, list[str]]] = {
     "cartpole-ppo": ("cartpole-ppo", []),
     "pendulum-sac": ("pendulum-sac", NARROW),
+    "cartpole-dqn": ("cartpole-dqn", NARROW),
     "multi-agent": ("multi-agent", NARROW),
     "cycles-selfplay": ("cycles-selfplay", NARROW),
     "custom-model-modelv2": ("custom-model-modelv2", []),
@@ -71,8 +72,14 @@ def main() -> None:
                 shutil.copytree(checkpoint, out / kind, ignore=lambda _d, names: LEFT_OUT & set(names))
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
-    kinds = {kind: {"config": KINDS[kind][0], "args": KINDS[kind][1]} for kind in sorted(args.kinds)}
-    about = {"commit": short, "version": version or "0.1.0 (no --version yet)", "kinds": kinds}
+    # kinds written before (by this commit's code, another day) stay listed beside the new ones
+    before = json.loads((out / "about.json").read_text())["kinds"] if (out / "about.json").is_file() else {}
+    kinds = {**before, **{kind: {"config": KINDS[kind][0], "args": KINDS[kind][1]} for kind in args.kinds}}
+    about = {
+        "commit": short,
+        "version": version or "0.1.0 (no --version yet)",
+        "kinds": dict(sorted(kinds.items())),
+    }
     (out / "about.json").write_text(json.dumps(about, indent=1) + "\n")
     print(f"wrote {out}")
 
