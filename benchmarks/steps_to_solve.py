@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import append_results, machine
 from solve_suite import WINDOW, Task, run_ours
 
-CAP = 600  # seconds a run may take
+CAP = 600  # seconds a run may take, by default (a CartPole-sized task)
 
 
 def main() -> None:
@@ -35,18 +35,19 @@ def main() -> None:
     p.add_argument("--seeds", type=int, nargs="+", default=list(range(1, 9)))
     p.add_argument("--max-steps", type=int, default=150_000, help="a run that has not solved by then stops")
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--cap", type=float, default=CAP, help="seconds a run may take (LunarLander: 3600)")
     p.add_argument(
         "--variant", nargs="+", action="append", default=[], metavar=("NAME", "KEY=VALUE"),
         help="a name and config overrides; the config as it is always runs first",
     )  # fmt: skip
     args = p.parse_args()
-    task = Task(Path(args.config).stem, args.target, args.config, len(args.seeds), CAP, algo="-")
+    task = Task(Path(args.config).stem, args.target, args.config, len(args.seeds), args.cap, algo="-")
     limit = ["--stop-timesteps", str(args.max_steps)]
     variants = {"as in the file": [], **{v[0]: v[1:] for v in args.variant}}
     with ThreadPoolExecutor(args.jobs) as pool:
         futures = {
             (name, seed): pool.submit(
-                run_ours, task, seed, CAP, [*limit, *(f"--config.{o}" for o in overrides)]
+                run_ours, task, seed, args.cap, [*limit, *(f"--config.{o}" for o in overrides)]
             )
             for name, overrides in variants.items()
             for seed in args.seeds
