@@ -63,4 +63,7 @@ def test_an_unused_adam_epsilon_is_named(tmp_path: Any, capsys: pytest.CaptureFi
     assert "adam_epsilon" not in capsys.readouterr().err
     built_config(tmp_path, "DQN", "box", "discrete", False, adam_epsilon=3.5e-4, stock=["dqn-learner"])
     err = capsys.readouterr().err
-    assert "notice: adam_epsilon 0.00035 unused: RLlib's DQN learner (stock: dqn-learner)" in err
+    assert (
+        "notice: config key 'adam_epsilon' is not read on RLlib 2.60's new API stack: RLlib's DQN learner"
+        " builds Adam with torch's epsilon (1e-8); envsdk's (dqn-learner) reads it"
+    ) in err

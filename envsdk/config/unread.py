@@ -6,7 +6,9 @@ new API stack they are taken and go unused without a word, so a Ray 1.x file
 that sets them trains as if they were not there.  Stock RLlib trains such a
 file, and so does envsdk, but each key in this table that a run sets is named
 in a ``notice:`` line with what the new stack does instead.  On the old API
-stack (a ModelV2 plugin selects it) RLlib reads them, and nothing is said.
+stack (a ModelV2 plugin selects it) RLlib reads them, and nothing is said; nor
+where the run's learner reads one itself (its ``READS_UNREAD_KEYS``: envsdk's
+DQN learner reads ``adam_epsilon``).
 
 ``tests/test_legacy.py`` checks that RLlib's new-stack code still reads none of
 them, so that an upgrade that starts reading one fails there first.
@@ -22,6 +24,10 @@ _QUEUES = "the old stack's learner thread and its queues; the new stack has neit
 
 # key -> (the algorithms whose config has it, what the new API stack does instead)
 UNREAD: dict[str, tuple[frozenset[str], str]] = {
+    "adam_epsilon": (
+        frozenset({"DQN"}),
+        "RLlib's DQN learner builds Adam with torch's epsilon (1e-8); envsdk's (dqn-learner) reads it",
+    ),
     "noisy": (frozenset({"DQN"}), _NOISY),
     "sigma0": (frozenset({"DQN"}), _NOISY),
     "categorical_distribution_temperature": (

@@ -21,6 +21,9 @@ from ray.rllib.utils.typing import ModuleID
 class DQNTorchLearner(RLlibDQNTorchLearner):
     """RLlib's DQN learner; its Adam takes the config's ``adam_epsilon``."""
 
+    # config keys RLlib's new API stack leaves unread (envsdk/config/unread.py) that this learner reads
+    READS_UNREAD_KEYS = frozenset({"adam_epsilon"})
+
     def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
         # TorchLearner.configure_optimizers_for_module's optimizer, with the epsilon asked for
         params = self.get_parameters(self.module[module_id])

@@ -373,7 +373,6 @@ OUR_LEARNERS: dict[type, tuple[str, type]] = {
     RLlibPPOTorchLearner: ("ppo-learner", PPOTorchLearner),
     RLlibDQNTorchLearner: ("dqn-learner", DQNTorchLearner),
 }
-TORCH_ADAM_EPSILON = 1e-8  # torch.optim.Adam's default, and DQNConfig's
 
 
 def stage_finish(
@@ -395,17 +394,11 @@ def stage_finish(
     substitution, ours = OUR_LEARNERS.get(config.learner_class, ("", None))
     if ours is not None and substitution not in own.off and config.enable_rl_module_and_learner:
         config.training(learner_class=ours)
-    elif config.learner_class is RLlibDQNTorchLearner and config.enable_rl_module_and_learner:
-        epsilon = getattr(config, "adam_epsilon", TORCH_ADAM_EPSILON)
-        if epsilon != TORCH_ADAM_EPSILON:
-            notice(
-                f"adam_epsilon {epsilon} unused: RLlib's DQN learner (stock: dqn-learner) "
-                f"builds Adam with torch's {TORCH_ADAM_EPSILON}; envsdk's learner uses it"
-            )
     if "sac-module" not in own.off and config.enable_rl_module_and_learner:
         lean_sac_module(config)
     if config.enable_rl_module_and_learner:
-        for key, instead in unread_on_new_stack(algo_class.__name__, keys.user_keys):
+        read_by_learner: frozenset[str] = getattr(config.learner_class, "READS_UNREAD_KEYS", frozenset())
+        for key, instead in unread_on_new_stack(algo_class.__name__, keys.user_keys - read_by_learner):
             spelled = keys.spelled.get(key, key)
             name = f"'{key}'" if spelled == key else f"'{key}' (the file's '{spelled}')"
             notice(f"config key {name} is not read on RLlib 2.60's new API stack: {instead}")
