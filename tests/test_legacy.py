@@ -132,20 +132,44 @@ def test_renamed_keys_land_on_their_2_60_settings(tmp_path, capsys):
     assert any("'minibatch_buffer_size' dropped: IMPALA in RLlib 2.60 has no" in n for n in notices), notices
 
 
-def test_exploration_config_becomes_the_closest_setting(tmp_path):
-    _, dqn, _ = build(
+def test_exploration_config_becomes_the_closest_setting(tmp_path, capsys):
+    _, dqn, notices = build(
         tmp_path,
         experiment(
             "DQN", "CartPole-v1",
             "exploration_config: {type: EpsilonGreedy, initial_epsilon: 1.0, final_epsilon: 0.05, "
             "epsilon_timesteps: 5000}",
         ),
+        capsys,
     )  # fmt: skip
     assert dqn.epsilon == [[0, 1.0], [5000, 0.05]]
-    _, ppo, _ = build(
-        tmp_path, experiment("PPO", "CartPole-v1", "exploration_config: {type: StochasticSampling}")
+    assert not any("dropped" in n for n in notices), notices
+    _, ppo, notices = build(
+        tmp_path, experiment("PPO", "CartPole-v1", "exploration_config: {type: StochasticSampling}"), capsys
     )
     assert ppo.explore is True
+    assert not any("dropped" in n for n in notices), notices
+
+
+@pytest.mark.parametrize(
+    ("run", "exploration", "dropped"),
+    [
+        # Ray 1.x SAC's: its policy's own distribution, after N steps of uniformly random actions
+        ("SAC", "{type: StochasticSampling, random_timesteps: 1000}", "random_timesteps (no warm-up"),
+        (
+            "DQN",
+            "{type: ParameterNoise, random_timesteps: 10000, initial_stddev: 1.0}",
+            "initial_stddev, random_",
+        ),
+        ("DQN", "{type: EpsilonGreedy, epsilon_timesteps: 500, warmup_timesteps: 100}", "warmup_timesteps"),
+    ],
+)
+def test_exploration_settings_with_no_new_stack_equivalent_are_named(
+    tmp_path, capsys, run, exploration, dropped
+):
+    env = "Pendulum-v1" if run == "SAC" else "CartPole-v1"
+    _, _, notices = build(tmp_path, experiment(run, env, f"exploration_config: {exploration}"), capsys)
+    assert any(f"dropped {dropped}" in n for n in notices), notices
 
 
 def test_mean_std_filter_is_a_connector(tmp_path, capsys):

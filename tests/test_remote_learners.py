@@ -16,20 +16,27 @@ import pytest
 from tests.helpers import ROOT, progress_rows, rollout_here, trial_dirs
 
 HOOK = """
+import hashlib
 import json
 
-from envsdk import internals
+from envsdk import internals, notices
 
 
 def record(algorithm, **kwargs):
     def classes(learner):
         pipeline = internals.learner_connector(learner)
         module = next(iter(learner.module.values()))
+        module = module.unwrapped()  # several learners: RLlib's DDP wrapper around the module
+        tensors = module.state_dict().values()
+        weights = hashlib.sha256(b"".join(t.detach().cpu().numpy().tobytes() for t in tensors))
         return {
             # Ray Train's worker group runs a subclass of the learner's class (_WrappedExecutable)
             "learner": [f"{c.__module__}.{c.__qualname__}" for c in type(learner).__mro__],
             "module": f"{type(module).__module__}.{type(module).__qualname__}",
             "pieces": [type(p).__name__ for p in (pipeline.connectors if pipeline else [])],
+            "single_pass": getattr(learner, "single_pass", None),
+            "notices": sorted(notices._seen),  # what the learner's process said (its output is not read)
+            "weights": weights.hexdigest(),
         }
 
     group = algorithm.learner_group
@@ -38,29 +45,36 @@ def record(algorithm, **kwargs):
         fh.write(json.dumps({"local": group.is_local, "learners": found}) + "\\n")
 """
 
+SAC = "envsdk.training.sac_learner.SACTorchLearner"
+LEAN_SAC = "envsdk.training.sac_module.LeanSACTorchRLModule"
 CASES = {
-    # config: (env steps, learner class, module class or None, a piece of the learner connector or None)
-    "cartpole-ppo": (2048, "envsdk.training.ppo_learner.PPOTorchLearner", None, "ShuffleRows"),
-    "pendulum-sac": (
-        512,
-        "envsdk.training.sac_learner.SACTorchLearner",
-        "envsdk.training.sac_module.LeanSACTorchRLModule",
+    # id: (config, learners, env steps, learner class, module class or None,
+    #      a piece of the learner connector or None)
+    "cartpole-ppo": (
+        "cartpole-ppo",
+        1,
+        2048,
+        "envsdk.training.ppo_learner.PPOTorchLearner",
         None,
+        "ShuffleRows",
     ),
+    "pendulum-sac": ("pendulum-sac", 1, 512, SAC, LEAN_SAC, None),
     # envsdk's transition replay feeds a remote learner through RLlib's learner group
-    "cartpole-dqn": (1200, "envsdk.training.dqn_learner.DQNTorchLearner", None, None),
+    "cartpole-dqn": ("cartpole-dqn", 1, 1200, "envsdk.training.dqn_learner.DQNTorchLearner", None, None),
+    # DDP: the SAC learner keeps RLlib's passes without its one-pass check (sac_learner.py)
+    "pendulum-sac-2-learners": ("pendulum-sac", 2, 512, SAC, LEAN_SAC, None),
 }
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("config", list(CASES))
-def test_a_remote_learner_trains_with_envsdks_classes_and_the_checkpoint_rolls_out(train, tmp_path, config):
-    steps, learner, module, piece = CASES[config]
+@pytest.mark.parametrize("case", list(CASES))
+def test_a_remote_learner_trains_with_envsdks_classes_and_the_checkpoint_rolls_out(train, tmp_path, case):
+    config, learners, steps, learner, module, piece = CASES[case]
     (tmp_path / "remote_hook.py").write_text(HOOK)
     out = train(
         "-f", str(ROOT / "configs" / f"{config}.yaml"),
         "--stop-timesteps", str(steps),
-        "--config.num_learners=1",
+        f"--config.num_learners={learners}",
         "--config.callbacks_on_train_result=remote_hook.record",
         cwd=tmp_path,
     )  # fmt: skip
@@ -68,13 +82,21 @@ def test_a_remote_learner_trains_with_envsdks_classes_and_the_checkpoint_rolls_o
 
     records = [json.loads(line) for line in (tmp_path / "learners.jsonl").read_text().splitlines()]
     assert records and not any(r["local"] for r in records)
-    (seen,) = records[-1]["learners"]  # one remote learner
-    if learner:
-        assert learner in seen["learner"]
-    if module:
-        assert seen["module"] == module
-    if piece:
-        assert piece in seen["pieces"]
+    seen = records[-1]["learners"]
+    assert len(seen) == learners
+    assert len({s["weights"] for s in seen}) == 1, "the learners' weights went apart"
+    for each in seen:
+        if learner:
+            assert learner in each["learner"]
+        if module:
+            assert each["module"] == module
+        if piece:
+            assert piece in each["pieces"]
+    if learner == SAC:
+        # one learner: the one-pass check passes on RLlib's default module; several: not made
+        assert set(records[-1]["learners"][0]["single_pass"].values()) == {learners == 1}
+        said = [n for each in seen for n in each["notices"] if "one backward pass" in n]
+        assert not said, said
 
     (trial,) = trial_dirs(train.results)
     last = progress_rows(trial)[-1]

@@ -192,11 +192,30 @@ def _replay_buffer(value: Any, ctx: Context) -> tuple[dict[str, Any], str]:
     return {"replay_buffer_config": new}, why if changed else ""
 
 
+# What each old exploration type's settings become on the new stack (the rest are named as dropped).
+EXPLORATION_READ = {"EpsilonGreedy": {"initial_epsilon", "final_epsilon", "epsilon_timesteps"}}
+# Old settings the new stack has nothing for, and what it does instead.
+EXPLORATION_DROPPED = {
+    "random_timesteps": "no warm-up of uniformly random actions: the policy acts from the first step",
+}
+
+
 def _exploration(value: Any, ctx: Context) -> tuple[dict[str, Any], str]:
     """Old exploration objects -> the closest new-stack setting, or an error naming it."""
     if not isinstance(value, dict) or not value:
         return {}, ""
     kind = str(value.get("type", ""))
+    new, why = _exploration_type(kind, value, ctx)
+    dropped = sorted(set(value) - {"type"} - EXPLORATION_READ.get(kind, set()))
+    if dropped:
+        what = [
+            f"{key} ({EXPLORATION_DROPPED[key]})" if key in EXPLORATION_DROPPED else key for key in dropped
+        ]
+        why += f"; dropped {', '.join(what)}"
+    return new, why
+
+
+def _exploration_type(kind: str, value: dict[str, Any], ctx: Context) -> tuple[dict[str, Any], str]:
     if kind == "EpsilonGreedy":
         start = value.get("initial_epsilon", 1.0)
         end = value.get("final_epsilon", 0.05)
@@ -204,8 +223,13 @@ def _exploration(value: Any, ctx: Context) -> tuple[dict[str, Any], str]:
         return {
             "epsilon": [[0, start], [steps, end]]
         }, f"EpsilonGreedy exploration is epsilon: [[0, {start}], [{steps}, {end}]]"
-    if kind in ("StochasticSampling", "Random", ""):
+    if kind in ("StochasticSampling", ""):
         return {}, f"exploration type '{kind or 'default'}' is what the new API stack does by default"
+    if kind == "Random":
+        return (
+            {},
+            "exploration type 'Random' (uniformly random actions) has no new-stack setting: the policy acts",
+        )
     if kind == "ParameterNoise" and "noisy" in ctx.valid:
         return {
             "noisy": True
@@ -257,8 +281,8 @@ REWRITES: dict[str, Rewrite] = {
         "old buffer types become episode buffers; other keys dropped", _replay_buffer
     ),
     "exploration_config": Rewrite(
-        "EpsilonGreedy: `epsilon` schedule; StochasticSampling: dropped; ParameterNoise: `noisy: true`; "
-        "other types are errors",
+        "EpsilonGreedy: `epsilon` schedule; StochasticSampling and Random: dropped; ParameterNoise:"
+        " `noisy: true`; other types are errors; other settings (`random_timesteps`, ...) named as dropped",
         _exploration,
     ),
     "exploration_fraction": Rewrite("dropped (write `epsilon: [[t, value], ...]`)", _dqn_epsilon_0_8),

@@ -13,7 +13,11 @@ Whether that holds is a property of the module, and a user's own SAC module
 may differ, so it is checked, not assumed: a module's first update runs
 RLlib's passes, then the single pass, and compares every gradient.  Equal:
 that module takes the single pass from then on.  Different: RLlib's passes for
-the rest of the run, with a notice.
+the rest of the run, with a notice.  With several learners (``num_learners`` > 1)
+RLlib wraps each module in DDP, which averages the gradients across the learners
+once per forward pass, in place, when every parameter has its own: RLlib's passes
+get averaged gradients, a second pass over the same graph local ones.  They cannot
+be compared, so those modules keep RLlib's passes, unchecked and without a notice.
 
 The config's ``critic_loss`` (in RLlib's ``learner_config_dict``) picks the
 critic's loss on the TD error: ``huber`` (RLlib's own, delta 1) or ``squared``
@@ -42,6 +46,7 @@ from ray.rllib.algorithms.sac.sac_learner import (
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
 from ray.rllib.core import ALL_MODULES
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.rl_module.torch.torch_rl_module import TorchDDPRLModule
 from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from envsdk import internals
@@ -106,6 +111,9 @@ class SACTorchLearner(RLlibSACTorchLearner):
         kept = {key: loss for key, loss in losses.items() if key[0] in unchecked}
         rllib = super().compute_gradients(rest, **kwargs) if set(rest) - {ALL_MODULES} else {}
         for module_id in sorted(unchecked):  # RLlib's passes ran with retain_graph: the graph is alive
+            if isinstance(self.module[module_id], TorchDDPRLModule):
+                self.single_pass[module_id] = False  # several learners: see the module docstring
+                continue
             losses.update({key: loss for key, loss in kept.items() if key[0] == module_id})
             one = self._single_pass({module_id})
             same = one.keys() <= rllib.keys() and all(_same(rllib[pid], one[pid]) for pid in one)
