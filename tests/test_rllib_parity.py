@@ -486,7 +486,7 @@ def test_a_crashing_env_with_restarts_trains_on_and_its_restarts_are_counted(cra
     assert re.match(rf"done: {name}: return [\d.]+ after ([4-9]\d\d|[\d,]{{5,}}) env steps", block), block
     log = folder / f"{name}.log"
     crashes = log.read_text().split().count("runner") if log.exists() else 0
-    assert crashes >= 1, "the crashing runner's env raises at its 20th step while no crash is logged"
+    assert crashes >= 1, "the crashing runner's env raises at its 20th step while no runner crash is logged"
     counted = re.search(r"(\d+) restarts" if name.startswith("remote") else r"(\d+) envs recreated", block)
     assert counted and int(counted.group(1)) == crashes, (block, crashes)
 
