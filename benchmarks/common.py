@@ -86,9 +86,10 @@ def env_steps_per_second(
     from envsdk import speedups
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import without_object_store
+    from envsdk.substitutions import Stock
     from envsdk.training.build import build_config
 
-    speedups.install()  # as train.py does, before it builds the config (ENVSDK_NO_PATCHES applies)
+    speedups.install(Stock.resolve())  # as train.py does, before it builds the config (ENVSDK_STOCK applies)
     built = build_config(load_experiments(config_file)[0], overrides)
     if learner_class is not None:
         built.config.training(learner_class=learner_class)

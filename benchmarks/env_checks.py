@@ -1,7 +1,7 @@
 """What the env checks cost: CartPole sampling with and without them (docs/env-faults.md).
 
-The checks (envsdk.envs.guard: stall timing, observation and reward checks; the action-input
-check of envsdk.training.guards) run in every env runner.  An env runner is built from a
+The checks (envsdk.envs.faults.guard: stall timing, observation and reward checks; the action-input
+check of envsdk.training.hooks.faults) run in every env runner.  An env runner is built from a
 config as train.py builds it, once as it is and once with those pieces taken out, and each
 samples for ``--seconds`` in turn, ``--repeats`` times (the order alternates, so machine noise
 hits both alike).  Two configs: configs/cartpole-ppo.yaml (32 envs, gymnasium's vectorized
@@ -38,7 +38,7 @@ def configs(overrides: dict) -> tuple[Any, Any]:
     """(the config train.py would use, the same without the env checks)."""
     from envsdk.config.experiment import load_experiments
     from envsdk.training.build import build_config
-    from envsdk.training.guards import arm_action_check, guard_env
+    from envsdk.training.hooks.faults import arm_action_check, guard_env
 
     checked = build_config(load_experiments(CONFIG)[0], overrides).config
     bare = checked.copy(copy_frozen=False)

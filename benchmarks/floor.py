@@ -60,9 +60,10 @@ def ours(task: str, steps: int) -> dict[str, Any]:
     from envsdk.cli.train import parse_overrides
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import local_learner, without_object_store
+    from envsdk.substitutions import Stock
     from envsdk.training.build import build_config
 
-    speedups.install()  # as train.py does, before it builds the config
+    speedups.install(Stock.resolve())  # as train.py does, before it builds the config
     budget = BUDGET[task]
     overrides = parse_overrides([*budget.flags, *CORES])
     if budget.algo == "SAC":

@@ -1,7 +1,7 @@
 """The README's quick-start output, produced by its command: ``make train`` (train.py on
 configs/cartpole-ppo.yaml, as shipped) run several times; the median run's last lines and the
 spread over all runs are written between the README's ``quickstart`` markers, with the machine
-and the date.  ``tests/test_quickstart.py`` checks that a fresh run still lands in that spread.
+and the date.  ``tests/project/test_quickstart.py`` checks that a fresh run still lands in that spread.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 ``run: DQN`` and ``run: SAC`` train with envsdk's subclasses of RLlib's
 algorithms, which replay transitions from arrays and hand the learner its
-batch (envsdk/training/off_policy.py); RLlib's own classes sample one-step
+batch (envsdk/training/substitutes/replay/training_step.py); RLlib's own classes sample one-step
 episodes and batch them in the learner connector.  SAC runs also get the
-learner's single backward pass (envsdk/training/sac_learner.py), and
+learner's single backward pass (envsdk/training/substitutes/sac/learner.py), and
 ``configs/pendulum-sac.yaml`` the ``q_network: concat`` critic.  This times,
 on the shipped configs (``pendulum-sac.yaml``: one update per env step;
 ``cartpole-dqn.yaml``: prioritized 3-step replay; ``multi-agent-pendulum-sac.yaml``:

@@ -8,7 +8,7 @@ block of each title, with the date, machine and command of the run it came from.
 
 ``append_results`` calls :func:`write` after each run, so the page never lags
 the diary; ``python benchmarks/report.py`` rewrites it by hand and
-``--check`` exits 1 when the page is stale (tests/test_benchmark_report.py).
+``--check`` exits 1 when the page is stale (tests/project/test_benchmark_report.py).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ For each config (the shipped YAML, built as train.py builds it, one env runner i
 
 (a) the runner's own vector env (the same sub-envs and wrappers) stepped with random actions;
 (b) RLlib's ``SingleAgentEnvRunner`` sampling with the config's default model;
-(c) envsdk's ``BatchedEnvRunner`` (training/batched_runner.py) on the same config.
+(c) envsdk's ``BatchedEnvRunner`` (training/substitutes/sampling/batched_runner.py) on the same config.
 
 Rounds alternate (a), (b), (c), so machine noise hits all three alike; rates are the medians of
 the rounds, and (b) and (c) as a share of (a) the medians of each round's share.  The issue's
@@ -90,7 +90,7 @@ def main() -> None:
     logging.getLogger("ray").setLevel(logging.ERROR)
     from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-    from envsdk.training.batched_runner import BatchedEnvRunner
+    from envsdk.training.substitutes.sampling.batched_runner import BatchedEnvRunner
 
     rows = []
     for name in [n for n in CASES if n in args.only]:

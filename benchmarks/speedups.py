@@ -48,6 +48,7 @@ def child(what: str, config: str) -> float:
     from envsdk import speedups
     from envsdk.config.experiment import load_experiments
     from envsdk.internals import without_object_store
+    from envsdk.substitutions import Stock
     from envsdk.training.build import build_config
 
     spent = [0.0]
@@ -59,7 +60,7 @@ def child(what: str, config: str) -> float:
         spent[0] += time.perf_counter() - start
 
     ConnectorV2.__init__ = timed  # type: ignore[method-assign]
-    speedups.install()  # as train.py does
+    speedups.install(Stock.resolve())  # as train.py does
     built = build_config(load_experiments(path)[0], {})
     with without_object_store():
         built.algo_class(config=built.config).stop()

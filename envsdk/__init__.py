@@ -1,7 +1,8 @@
 """envsdk: write an environment, train it with RLlib 2.60 from a YAML file.
 
 Importing it changes nothing in Ray, RLlib or torch (the speed-ups that train.py and rollout.py
-install are in :mod:`envsdk.speedups`), and imports RLlib only when a name below is first used.
+install are in :mod:`envsdk.speedups`), and imports RLlib only when a name below is first used.  It
+adds one import finder, for envsdk's own module paths of earlier versions (:mod:`envsdk.moved`).
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ import importlib
 import importlib.metadata
 from typing import TYPE_CHECKING, Any
 
+from envsdk import moved
+
+moved.install()  # modules of earlier versions answered by today's, for their checkpoints
 __version__ = importlib.metadata.version("envsdk")  # pyproject.toml's; CHANGELOG.md says what changed
 
 if TYPE_CHECKING:

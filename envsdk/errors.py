@@ -19,12 +19,22 @@ EXIT_USAGE = 2
 
 
 class UserError(Exception):
-    """A mistake in the user's input, reported without a traceback."""
+    """A mistake in the user's input, reported without a traceback.
 
-    def __init__(self, message: str, hint: str | None = None):
-        super().__init__(message)
-        self.message = message
+    ``subject`` names what refused, in the words of the layer that raised it ("ONNX export"); the
+    command line says it again :meth:`under` the flag or command the user typed.
+    """
+
+    def __init__(self, message: str, hint: str | None = None, subject: str | None = None):
+        self.problem = message
+        self.subject = subject
+        self.message = f"{subject}: {message}" if subject else message
         self.hint = hint
+        super().__init__(self.message)
+
+    def under(self, subject: str) -> UserError:
+        """The same mistake with ``subject`` (say ``--export-unity``) in place of the raiser's."""
+        return UserError(self.problem, self.hint, subject)
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  fix: {self.hint}"

@@ -17,8 +17,8 @@ from ray import tune
 RETURN = "env_runners/episode_return_mean"
 EVAL_RETURN = "evaluation/env_runners/episode_return_mean"  # offline algorithms' only return
 STEPS = "num_env_steps_sampled_lifetime"
-HEALTH = "env_runner_health"  # added by envsdk.training.failures when remote env runners fail
-SELF_PLAY = "self_play"  # added by envsdk.training.self_play: per policy, its ELO and games
+HEALTH = "env_runner_health"  # added by envsdk.training.hooks.restarts when remote env runners fail
+SELF_PLAY = "self_play"  # added by envsdk.training.hooks.self_play: per policy, its ELO and games
 
 
 def lookup(result: dict[str, Any], path: str) -> Any:

@@ -9,8 +9,17 @@ that measures it) and what turns off with it.  Every one can be turned off:
 * ``stock: true`` or ``stock: [a, b]`` in an experiment's ``config:`` does the
   same for that experiment.  The patches (``kind == "patch"``) act on the whole
   process, so an experiment that turns one off turns it off for the command.
-* The older switches still work: ``ENVSDK_NO_PATCHES`` (the patches) and
-  ``sampler: rllib`` (the batched sampler).
+* ``--config.stock=...`` on train.py's command line, as any config key.
+* The older switches still work, as aliases: ``ENVSDK_NO_PATCHES`` (``1`` or names: the
+  patches) and ``sampler: rllib`` (the batched sampler).
+
+Each command reads these once, into one :class:`Stock` (:meth:`Stock.resolve`), and hands it to
+every place that decides: the patches (``speedups.install``, ``speedups.untracked_imports``), the
+config's build (``training/build/stages.py``), the in-process trial (``runs_in_process``), the
+env checks (``training/hooks/faults.py``).  train.py resolves it from the environment and every
+experiment before it imports RLlib; rollout.py from the environment and the ``stock:`` the
+checkpoint's run recorded.  Each decision names its substitution by this module's constant
+(``BATCHED_SAMPLER``, ...), never by a string of its own.
 
 ``--dry-run`` prints the table with what is in force.  To upgrade Ray: run the
 tests with ``ENVSDK_STOCK=1`` first, then each substitution back on with its
@@ -20,15 +29,33 @@ test (ARCHITECTURE.md, "Stock RLlib underneath").
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from envsdk import internals
 from envsdk.errors import UserError
 
 STOCK = "ENVSDK_STOCK"
 NO_PATCHES = "ENVSDK_NO_PATCHES"  # the patches only; older than ENVSDK_STOCK
 KEY = "stock"  # the config key
+
+# The substitutions' names: every place that decides one names it by its constant.
+BATCHED_SAMPLER = "batched-sampler"
+TRANSITION_REPLAY = "transition-replay"
+SAC_LEARNER = "sac-learner"
+PPO_LEARNER = "ppo-learner"
+DQN_LEARNER = "dqn-learner"
+SAC_MODULE = "sac-module"
+IN_PROCESS_TRIAL = "in-process-trial"
+ENV_GUARD = "env-guard"
+ACTION_INPUT_CHECK = "action-input-check"
+CONNECTOR_FRAMES = "connector-frames"
+POLYAK_IN_PLACE = "polyak-in-place"
+FUSED_ADAM = "fused-adam"
+FINITE_CHECK_ONCE = "finite-check-once"
+FROZEN_IMPORTS = "frozen-imports"
+EPISODES_CONVERTED_ONCE = "episodes-converted-once"
 
 
 @dataclass(frozen=True)
@@ -39,119 +66,129 @@ class Substitution:
     ours: str  # where ours lives
     buys: str  # what it buys, and the benchmark that measures it
     without: str = ""  # what stock RLlib does not give that goes off with it ("" if nothing)
+    # kind "patch": the envsdk.internals function that puts it in place (speedups.install); None
+    # for frozen-imports, a block around an import (speedups.untracked_imports)
+    install: Callable[[], None] | None = None
 
 
 TABLE: dict[str, Substitution] = {
     s.name: s
     for s in (
         Substitution(
-            "batched-sampler",
+            BATCHED_SAMPLER,
             "class",
             "SingleAgentEnvRunner's sampling loop (_sample)",
-            "envsdk/training/batched_runner.py, policy_pass.py",
+            "envsdk/training/substitutes/sampling/batched_runner.py, policy_pass.py",
             "several times RLlib's env steps/s on cheap envs (benchmarks/sampling.py)",
         ),
         Substitution(
-            "transition-replay",
+            TRANSITION_REPLAY,
             "class",
             "DQN and SAC (their episode replay buffers)",
-            "envsdk/training/off_policy.py, transition_replay.py",
+            "envsdk/training/substitutes/replay/ (training_step.py, buffers.py)",
             "DQN/SAC env steps/s (benchmarks/replay.py)",
         ),
         Substitution(
-            "sac-learner",
+            SAC_LEARNER,
             "class",
             "SACTorchLearner (three backward passes)",
-            "envsdk/training/sac_learner.py",
+            "envsdk/training/substitutes/sac/learner.py",
             "one backward pass for the same gradients (benchmarks/floor.py, replay.py)",
             "critic_loss: squared (RLlib's learner has the huber loss only)",
         ),
         Substitution(
-            "ppo-learner",
+            PPO_LEARNER,
             "class",
             "PPOTorchLearner's first epoch (minibatches in batch order)",
-            "envsdk/training/ppo_learner.py",
+            "envsdk/training/substitutes/ppo/learner.py",
             "every epoch's minibatches at random: fewer env steps to solve (benchmarks/steps_to_solve.py)",
         ),
         Substitution(
-            "dqn-learner",
+            DQN_LEARNER,
             "class",
             "DQNTorchLearner's optimizer (Adam with torch's epsilon)",
-            "envsdk/training/dqn_learner.py",
+            "envsdk/training/substitutes/dqn/learner.py",
             "a feature, not speed: the same optimizer with the config's epsilon",
             "adam_epsilon (RLlib 2.60's DQN learner does not read it)",
         ),
         Substitution(
-            "sac-module",
+            SAC_MODULE,
             "class",
             "DefaultSACTorchRLModule's training pass (Box actions)",
-            "envsdk/training/sac_module.py",
+            "envsdk/training/substitutes/sac/module.py",
             "the same outputs with less work: concat critics read as their layers (benchmarks/floor.py)",
         ),
         Substitution(
-            "in-process-trial",
+            IN_PROCESS_TRIAL,
             "loop",
-            "Tune's trial loop for a run of one trial",
-            "envsdk/training/in_process.py",
+            "Tune's trial loop for a run of one trial; with it, ray.put given the value back while no Ray"
+            " runs (internals.without_object_store) and Trainable._monitor swapped at the trial's stop"
+            " (internals.release_utilization_monitor)",
+            "envsdk/training/run/in_process.py, tune_runner.py",
             "no Ray started for a one-trial run: seconds of start-up (benchmarks/startup.py)",
         ),
         Substitution(
-            "env-guard",
+            ENV_GUARD,
             "wrapper",
             "the env runner's vector env (wrapped)",
-            "envsdk/envs/guard.py, envsdk/training/guards.py",
+            "envsdk/envs/faults/guard.py, envsdk/training/hooks/faults.py",
             "a feature, not speed (benchmarks/env_checks.py measures its cost)",
             "env errors named with the env, runner and step; stalls bounded; observation bounds checked",
         ),
         Substitution(
-            "action-input-check",
+            ACTION_INPUT_CHECK,
             "class",
             "GetActions in the module-to-env pipeline",
-            "envsdk/training/guards.py",
+            "envsdk/training/hooks/faults.py",
             "a feature, not speed (benchmarks/env_checks.py)",
             "nan/inf in the policy's action distribution named once, where it starts",
         ),
         Substitution(
-            "connector-frames",
+            CONNECTOR_FRAMES,
             "patch",
             "ConnectorV2's search for its caller's frame",
             "envsdk/internals/patches.py",
             "connector pieces built without reading every frame's source (benchmarks/speedups.py)",
+            install=internals.connectors_find_their_caller_cheaply,
         ),
         Substitution(
-            "polyak-in-place",
+            POLYAK_IN_PLACE,
             "patch",
             "the target networks' update (DQN, SAC, APPO)",
             "envsdk/internals/patches.py",
             "target networks blended in place (benchmarks/speedups.py)",
+            install=internals.polyak_updates_in_place,
         ),
         Substitution(
-            "fused-adam",
+            FUSED_ADAM,
             "patch",
             "RLlib's default Adam optimizers",
             "envsdk/internals/patches.py",
             "torch's fused Adam kernel on CPU (benchmarks/speedups.py)",
+            install=internals.optimizers_fused_on_cpu,
         ),
         Substitution(
-            "finite-check-once",
+            FINITE_CHECK_ONCE,
             "patch",
             "the learner's nan/inf test of its gradients",
             "envsdk/internals/patches.py",
             "one sum instead of two passes tensor by tensor (benchmarks/speedups.py)",
+            install=internals.gradients_checked_once,
         ),
         Substitution(
-            "frozen-imports",
+            FROZEN_IMPORTS,
             "patch",
             "Python's garbage collector while train.py and rollout.py import RLlib",
             "envsdk/speedups.py (untracked_imports)",
             "full collections skip RLlib's half a million import-time objects (benchmarks/phases.py)",
         ),
         Substitution(
-            "episodes-converted-once",
+            EPISODES_CONVERTED_ONCE,
             "patch",
             "MultiAgentEnvRunner's conversion of ended episodes",
             "envsdk/internals/patches.py",
             "each ended episode converted to numpy once (benchmarks/speedups.py)",
+            install=internals.convert_done_episodes_once,
         ),
     )
 }
@@ -199,7 +236,29 @@ def off_in_config(value: Any, where: str) -> set[str]:
     return _names(",".join(value), f"{where}: stock", TABLE)
 
 
-def report(off: set[str]) -> list[str]:
+@dataclass(frozen=True)
+class Stock:
+    """The switch: which substitutions are off.  Built once per command (:meth:`resolve`) and
+    handed to every place that decides one; each asks :meth:`on` with the name's constant."""
+
+    off: frozenset[str] = frozenset()
+
+    @classmethod
+    def resolve(cls, *configs: tuple[Any, str]) -> Stock:
+        """The environment's switch (``ENVSDK_STOCK``, ``ENVSDK_NO_PATCHES``) and each experiment's
+        ``stock:`` given as ``(value, where)`` (the YAML's, or ``--config.stock``'s)."""
+        off = off_in_environment().union(*(off_in_config(value, where) for value, where in configs))
+        return cls(frozenset(off))
+
+    def on(self, name: str) -> bool:
+        return name not in self.off
+
+    def patches_off(self) -> list[str]:
+        """The patches (process-wide) this switch turns off, in the table's order."""
+        return [name for name in PATCHES if name in self.off]
+
+
+def report(stock: Stock) -> list[str]:
     """``--dry-run``'s table: each substitution, on or off, what it replaces and buys, and its switch;
     YAML comments, so that the dry run's output still reads as YAML."""
     width = max(map(len, TABLE))
@@ -208,7 +267,7 @@ def report(off: set[str]) -> list[str]:
         " or 'stock: [NAME, ...]' some):"
     ]
     for s in TABLE.values():
-        lines.append(f"#   {'off' if s.name in off else 'on ':3}  {s.name:{width}}  replaces {s.replaces}")
+        lines.append(f"#   {'on ' if stock.on(s.name) else 'off':3}  {s.name:{width}}  replaces {s.replaces}")
         lines.append(f"#   {'':3}  {'':{width}}  buys {s.buys}")
         if s.without:
             lines.append(f"#   {'':3}  {'':{width}}  off, also off: {s.without}")

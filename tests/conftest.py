@@ -36,7 +36,7 @@ from tests.helpers import PLAYERS, ROOT, end_processes_mentioning, free_port, ru
 importlib.import_module(internals.PRELOAD[0])
 
 # Tests that build and train an Algorithm in this process get one torch thread, as train.py's
-# in-process trial of one CPU does (training/in_process.py): two cores are shared with Ray's workers.
+# in-process trial of one CPU does (training/run/in_process.py): two cores are shared with Ray's workers.
 torch.set_num_threads(1)
 
 CHECKOUT = pytest.StashKey[set[str]]()

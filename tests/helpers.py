@@ -268,13 +268,13 @@ def _recorded(data, behavior: str, spec) -> tuple[dict, dict]:
     return stacked, {k: np.concatenate(v) for k, v in greedy.items() if v}
 
 
-MATRIX_ENV = Path(__file__).parent / "envs" / "matrix_env.py"
+MATRIX_ENV = ROOT / "tests" / "data" / "envs" / "matrix_env.py"
 
 
 def built_config(
     tmp_path: Path, run: str, obs: str, act: str, mask: bool, overrides: dict | None = None, **config: Any
 ) -> Any:
-    """train.py's BuiltConfig for tests/envs/matrix_env.py's spaces (``config``: the YAML's, then
+    """train.py's BuiltConfig for tests/data/envs/matrix_env.py's spaces (``config``: the YAML's, then
     ``overrides`` as from the command line)."""
     from envsdk.config.experiment import load_experiments
     from envsdk.training.build import build_config
@@ -303,7 +303,7 @@ def built_config(
 
 
 def built_algorithm(tmp_path: Path, run: str, obs: str, act: str, mask: bool, **config: Any) -> Any:
-    """An Algorithm as train.py builds it, in this process, on tests/envs/matrix_env.py's spaces.
+    """An Algorithm as train.py builds it, in this process, on tests/data/envs/matrix_env.py's spaces.
 
     Call it inside ``internals.without_object_store()``, and ``stop()`` it.
     """

@@ -10,6 +10,8 @@ from typing import Any
 
 import numpy as np
 
+from unity_bridge.errors import SettingsError
+
 MASKS = "action_masks"  # the input Unity feeds the discrete actions' masks through
 INDEX = "brains.json"  # behavior -> brain file, written beside the brains
 
@@ -18,10 +20,18 @@ class BrainPlayer:
     """Runs exported brains with onnxruntime: behavior -> actions, as a Unity build does."""
 
     def __init__(self, source: Path, deterministic: bool = True):
+        if not source.exists():
+            raise SettingsError(
+                f"{source}: no such file or folder",
+                "pass the folder the brains were exported into, or one brain's .onnx file",
+            )
         folder = source if source.is_dir() else source.parent
         index = json.loads((folder / INDEX).read_text()) if (folder / INDEX).is_file() else None
         if index is None and source.is_dir():
-            raise FileNotFoundError(f"{source}: no {INDEX} (written by rollout.py --export-unity)")
+            raise SettingsError(
+                f"{source}: no {INDEX}, the index written beside exported brains",
+                "pass the folder the brains were exported into, or one brain's .onnx file",
+            )
         self.deterministic = deterministic
         self.files = {b: folder / e["file"] for b, e in index["behaviors"].items()} if index else {}
         self.default = source if source.is_file() else None
@@ -35,7 +45,10 @@ class BrainPlayer:
 
         path = self.files.get(behavior, self.default)
         if path is None:
-            raise KeyError(f"no brain for behavior '{behavior}'")
+            raise SettingsError(
+                f"no brain for behavior '{behavior}' in {INDEX}",
+                f"{INDEX} has brains for {', '.join(self.files) or 'no behavior'}; export a run on this game",
+            )
         if path not in self._sessions:
             self._sessions[path] = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
         session = self._sessions[path]

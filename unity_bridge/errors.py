@@ -44,3 +44,12 @@ class PlayerTimeout(PlayerError):
 
 class VersionMismatch(PlayerError):
     """The player speaks an incompatible protocol version."""
+
+
+class ProtocolError(RuntimeError):
+    """The player sent what the protocol does not allow: a side channel or an image cut short.
+
+    Not a :class:`PlayerError`: a player that breaks the protocol is not restarted, as it would
+    break it again; the run ends with this message."""
+
+    reported_whole = True

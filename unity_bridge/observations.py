@@ -12,6 +12,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from unity_bridge.errors import ProtocolError
 from unity_bridge.protocol import communicator_objects_pb2 as pb
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -37,7 +38,7 @@ def _decoded_hw(obs: pb.ObservationProto) -> tuple[int, int]:
     """Height and width of the first PNG, from its header alone (no decoding, no splitting)."""
     data = obs.compressed_data
     if not data.startswith(PNG_SIGNATURE):
-        raise ValueError("compressed observation does not start with a PNG image")
+        raise ProtocolError("compressed observation does not start with a PNG image")
     # PNG IHDR: width and height are the big-endian int32s at bytes 16..24.
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     return height, width
@@ -50,7 +51,7 @@ def _split_png(data: bytes) -> list[bytes]:
         starts.append(at)
         at = data.find(PNG_SIGNATURE, at + 1)
     if not starts or starts[0] != 0:
-        raise ValueError("compressed observation does not start with a PNG image")
+        raise ProtocolError("compressed observation does not start with a PNG image")
     return [data[a:b] for a, b in zip(starts, [*starts[1:], len(data)], strict=True)]
 
 
@@ -60,7 +61,7 @@ def _decode_png(data: bytes) -> np.ndarray:
     for image in _split_png(data):
         arr = cv2.imdecode(np.frombuffer(image, np.uint8), cv2.IMREAD_UNCHANGED)
         if arr is None:
-            raise ValueError("a PNG observation could not be decoded")
+            raise ProtocolError("a PNG observation could not be decoded")
         if arr.ndim == 2:
             arr = arr[:, :, None]
         elif arr.shape[2] >= 3:

@@ -37,6 +37,15 @@ def to_unity_range(values: Any, mapping: str) -> Any:
     return values.clip(-3.0, 3.0) / 3.0 if mapping == MLAGENTS else values.clip(-1.0, 1.0)
 
 
+# The numeric keys of LaunchSettings, with the type each takes (an integral float passes as an int).
+_NUMBERS: dict[str, type] = {
+    "time_scale": float, "width": int, "height": int, "quality_level": int,
+    "target_frame_rate": int, "capture_frame_rate": int, "timeout_wait": float, "base_port": int,
+    "port_range": int, "seed": int, "num_areas": int, "max_restarts": int,
+    "max_restarts_per_minute": int,
+}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class LaunchSettings:
     """How to start and drive one player (see docs/unity.md for each key)."""
@@ -87,13 +96,14 @@ class LaunchSettings:
         return settings
 
     def _check(self) -> None:
-        numbers = {
-            "time_scale": float, "width": int, "height": int, "quality_level": int,
-            "target_frame_rate": int, "capture_frame_rate": int, "timeout_wait": float, "base_port": int,
-            "port_range": int, "seed": int, "num_areas": int, "max_restarts": int,
-            "max_restarts_per_minute": int,
-        }  # fmt: skip
-        for name, kind in numbers.items():
+        """ValueErrors for values of the wrong type or range, in the order of these steps."""
+        self._check_numbers()
+        self._check_collections()
+        self._check_rllib_keys()
+
+    def _check_numbers(self) -> None:
+        """The numeric keys: integers or numbers (not booleans), a port number, a positive timeout."""
+        for name, kind in _NUMBERS.items():
             value = getattr(self, name)
             if (
                 isinstance(value, bool)
@@ -107,6 +117,9 @@ class LaunchSettings:
             raise ValueError(f"base_port {self.base_port} is not a port number")
         if self.timeout_wait <= 0:
             raise ValueError("timeout_wait must be > 0 seconds")
+
+    def _check_collections(self) -> None:
+        """The list and mapping keys sent to the player: its arguments and environment parameters."""
         if not isinstance(self.additional_args, list):
             raise ValueError("additional_args must be a list of strings, e.g. [-screen-fullscreen, 0]")
         if not isinstance(self.env_parameters, dict) or not all(
@@ -120,6 +133,9 @@ class LaunchSettings:
                 or not all(isinstance(p, list | tuple) and len(p) == 2 for p in points)
             ):
                 raise ValueError(f"parameter_schedule.{name} must be a list of [timesteps, value] pairs")
+
+    def _check_rllib_keys(self) -> None:
+        """The keys the RLlib env reads rather than the player: the action mapping, the horizon."""
         if self.continuous_actions not in CONTINUOUS_ACTIONS:
             choices = ", ".join(f"{k} ({v})" for k, v in CONTINUOUS_ACTIONS.items())
             raise ValueError(f"continuous_actions must be one of: {choices}; got {self.continuous_actions!r}")

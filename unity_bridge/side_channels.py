@@ -13,6 +13,8 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterator
 
+from unity_bridge.errors import ProtocolError
+
 ENGINE_CONFIGURATION = uuid.UUID("e951342c-4f7e-11ea-b238-784f4387d1f7")
 ENVIRONMENT_PARAMETERS = uuid.UUID("534c891e-810f-11ea-a9d0-822485860400")
 STATS = uuid.UUID("a1d8f7b7-cec8-50f9-b78b-d3e165a78520")
@@ -62,7 +64,7 @@ class Reader:
     def _take(self, fmt: str) -> tuple:
         size = struct.calcsize(fmt)
         if self._at + size > len(self._data):
-            raise ValueError("side-channel payload ended early")
+            raise ProtocolError("side-channel payload ended early")
         values = struct.unpack_from(fmt, self._data, self._at)
         self._at += size
         return values
@@ -77,7 +79,7 @@ class Reader:
         size = self.int32()
         raw = self._data[self._at : self._at + size]
         if len(raw) != size:
-            raise ValueError("side-channel string ended early")
+            raise ProtocolError("side-channel string ended early")
         self._at += size
         return raw.decode("ascii")
 
@@ -100,12 +102,12 @@ def unframe(data: bytes) -> Iterator[tuple[uuid.UUID, bytes]]:
     at = 0
     while at < len(data):
         if at + 20 > len(data):
-            raise ValueError(f"side-channel data cut inside a header at byte {at}")
+            raise ProtocolError(f"side-channel data cut inside a header at byte {at}")
         cid = uuid.UUID(bytes_le=bytes(data[at : at + 16]))
         (size,) = struct.unpack_from("<i", data, at + 16)
         at += 20
         if size < 0 or at + size > len(data):
-            raise ValueError(f"side-channel message for {cid} claims {size} bytes, {len(data) - at} left")
+            raise ProtocolError(f"side-channel message for {cid} claims {size} bytes, {len(data) - at} left")
         yield cid, bytes(data[at : at + size])
         at += size
 

@@ -21,6 +21,7 @@ from envsdk import speedups
 from envsdk.config.yamlio import parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice, quiet_rllib
+from envsdk.substitutions import Stock
 from unity_bridge.targets import DEFAULT_TARGET, TARGETS
 
 DEFAULT_OUT = "rollout.npz"
@@ -225,7 +226,7 @@ def print_episode(number: int, record: Any) -> None:
     print(line, flush=True)
 
 
-GAME_WORDS = {1.0: "win", 0.5: "draw", 0.0: "loss"}  # envsdk.training.self_play's WIN, DRAW, LOSS
+GAME_WORDS = {1.0: "win", 0.5: "draw", 0.0: "loss"}  # envsdk.training.hooks.self_play's WIN, DRAW, LOSS
 
 
 def games_summary(records: list, opponent: str) -> list[str]:
@@ -293,22 +294,44 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
     return 0
 
 
+def _stock(checkpoint: Path, recorded_stock: Any) -> Stock:
+    """The environment's switch and the ``stock:`` the checkpoint's run recorded; one this version
+    cannot read (a newer version's substitution) is named, and the environment's alone holds, as
+    the rebuilt config falls back to the checkpoint's own where it cannot build."""
+    try:
+        return Stock.resolve(recorded_stock(checkpoint))
+    except UserError as err:
+        notice(f"{err.message}: the substitutions are as the environment sets them")
+        return Stock.resolve()
+
+
 def _restore(args: argparse.Namespace) -> tuple[Path, Any, Any]:
     """The checkpoint a path means, read back, and the opponent of a self-play run; said in lines."""
-    with speedups.untracked_imports():  # RLlib's import (torch, Ray, Tune), out of the collector's way
-        from envsdk.evaluation.restore import load
-        from envsdk.training.checkpoints import locate
-    speedups.install()
+    # RLlib's import (torch, Ray, Tune), out of the collector's way unless the environment says not
+    with speedups.untracked_imports(Stock.resolve()):
+        from envsdk.evaluation.restore import ALGORITHM, EVALUATION_ENV, load
+        from envsdk.training.run.checkpoints import locate, recorded_stock
     quiet_rllib()
 
     found = locate(args.checkpoint)
     print(f"checkpoint: {found.checkpoint} ({found.why})")
-    restored = load(found.checkpoint, args.run, args.env, _env_config(args.env_config), args.eval_env)
+    speedups.install_for_command(_stock(found.checkpoint, recorded_stock))  # the run's stock: too
+    env_config = _env_config(args.env_config)
+    try:
+        restored = load(found.checkpoint, args.run, args.env, env_config, args.eval_env)
+    except UserError as err:  # a refusal of --run's or --eval-env's value is said under the flag
+        flag = {ALGORITHM: "--run", EVALUATION_ENV: "--eval-env"}.get(err.subject or "")
+        if flag is None:
+            raise
+        raise err.under(flag) from err
     opponent = None
     if args.opponent is not None or args.team is not None or restored.new_stack:  # old stack: no modules
-        from envsdk.evaluation.opponents import chosen
+        from envsdk.evaluation.opponents import CHOICE, chosen
 
-        opponent = chosen(args.opponent, restored.module_dir, args.team)
+        try:
+            opponent = chosen(args.opponent, restored.module_dir, args.team)
+        except UserError as err:  # said about the opponent or the team: under the flag typed
+            raise err.under("--opponent" if err.subject == CHOICE else "--team") from err
     if opponent is not None:
         side = f"the trained policy plays team {opponent.team}, " if opponent.team is not None else ""
         print(f"self-play: {side}the other teams play {opponent}")
@@ -320,18 +343,26 @@ def _restore(args: argparse.Namespace) -> tuple[Path, Any, Any]:
 
 
 def _export(args: argparse.Namespace, restored: Any) -> None:
-    """--export-onnx and --export-unity."""
+    """--export-onnx and --export-unity; a refusal of either is said under the flag."""
     if args.export_onnx:
         from envsdk.evaluation.onnx_export import export
 
-        for pid, path in export(restored, Path(args.export_onnx).resolve()).items():
+        try:
+            written = export(restored, Path(args.export_onnx).resolve())
+        except UserError as err:
+            raise err.under("--export-onnx") from err
+        for pid, path in written.items():
             print(f"onnx: {path} (policy {pid}; checked against torch with onnxruntime)")
     if args.export_unity:
         from envsdk.evaluation.unity_brain import export_brains
 
         folder = Path(args.export_unity).resolve()
         target = TARGETS[args.unity_target]
-        for behavior, path in export_brains(restored, folder, target=target).items():
+        try:
+            brains = export_brains(restored, folder, target=target)
+        except UserError as err:
+            raise err.under("--export-unity") from err
+        for behavior, path in brains.items():
             print(
                 f"unity brain: {behavior} -> {path} (ML-Agents model version 3, opset {target.opset} for"
                 f" {target.name}; loader rules and {target.name}'s operators checked)"
@@ -341,12 +372,18 @@ def _export(args: argparse.Namespace, restored: Any) -> None:
 
 def _play(args: argparse.Namespace, restored: Any, opponent: Any, staging: Path | None) -> list:
     """The episodes (or steps) asked for, on RLlib's env runners; their summary printed."""
-    frames = _probe_frames(restored) if staging is not None else None
+    flag = "--video" if args.video else "--monitor"
+    frames = _probe_frames(restored, flag) if staging is not None else None
     workers = args.num_workers or (1 if args.num_gpus else 0)
     if workers:
         from envsdk.cluster.ray_session import start_ray
 
-        start_ray(args.ray_address, code_paths=[*restored.search_paths, Path.cwd()])
+        try:
+            start_ray(args.ray_address, code_paths=[*restored.search_paths, Path.cwd()])
+        except UserError as err:  # joining the cluster at the address given
+            if args.ray_address:
+                raise err.under("--ray-address") from err
+            raise
     elif args.num_gpus:
         notice("--num-gpus: evaluating on one Ray worker that holds the GPU")
 
@@ -392,8 +429,8 @@ def _write_experience(args: argparse.Namespace, checkpoint: Path, restored: Any,
     print(f"experience: {out} (numpy.load; keys epNNNN/AGENT/obs|actions|rewards|...)")
 
 
-def _probe_frames(restored: Any) -> tuple[str, tuple]:
-    """Where video frames come from, decided (or refused) before any episode runs."""
+def _probe_frames(restored: Any, flag: str) -> tuple[str, tuple]:
+    """Where video frames come from, decided (or refused, under ``flag``) before any episode runs."""
     from envsdk.evaluation.evaluator import AGENT, EnvCreator, EvalSpec
     from envsdk.evaluation.recording import frame_source
 
@@ -402,7 +439,10 @@ def _probe_frames(restored: Any) -> tuple[str, tuple]:
         spaces = env.observation_spaces if restored.multi_agent else {AGENT: env.observation_space}
         space = next(iter(spaces.values()))
         env.reset(seed=0)
-        return frame_source(env, space)
+        try:
+            return frame_source(env, space)
+        except UserError as err:
+            raise err.under(flag) from err
     finally:
         env.close()
 

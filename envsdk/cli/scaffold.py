@@ -62,11 +62,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from envsdk.envs.checker import check_env  # noqa: E402
 from envsdk.envs.registry import resolve_env  # noqa: E402
+from envsdk.networks.choice import describe  # noqa: E402
 
 
 def test_env_passes_check():
     resolved = resolve_env("{module}.{class_name}", [Path(__file__).resolve().parent])
-    report = check_env(resolved, {{"size": 1.0}}, steps=500)
+    report = check_env(resolved, {{"size": 1.0}}, steps=500, describe=describe)
     assert report.ok, report.render()
 '''
 

@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from envsdk.config.yamlio import parse_scalar
+from envsdk.errors import UserError
 
 
 def _parser(prog: str, description: str, examples: str) -> argparse.ArgumentParser:
@@ -32,9 +33,15 @@ def check(argv: list[str], prog: str = "envsdk check") -> int:
     args = p.parse_args(argv)
     from envsdk.envs.checker import check_env
     from envsdk.envs.registry import resolve_env
+    from envsdk.networks.choice import describe
 
     resolved = resolve_env(args.env, [Path.cwd()])
-    report = check_env(resolved, dict(parse_scalar(args.env_config) or {}), steps=args.steps)
+    report = check_env(
+        resolved,
+        dict(parse_scalar(args.env_config) or {}),
+        steps=args.steps,
+        describe=describe,
+    )
     print(report.render())
     return 0 if report.ok else 1
 
@@ -67,7 +74,12 @@ def export(argv: list[str], prog: str = "envsdk export") -> int:
     args = p.parse_args(argv)
     from envsdk.cli import rollout
 
-    return rollout.main([args.checkpoint, "--export-onnx", args.file], prog=prog)
+    try:
+        return rollout.main([args.checkpoint, "--export-onnx", args.file], prog=prog)
+    except UserError as err:
+        if err.subject != "--export-onnx":  # not the export's: said as rollout.py said it
+            raise
+        raise err.under(prog) from err  # the user typed no --export-onnx
 
 
 def completion(argv: list[str], prog: str = "envsdk completion") -> int:

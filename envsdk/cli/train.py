@@ -24,8 +24,8 @@ from envsdk.errors import UserError, exit_now, run_cli
 from envsdk.notices import notice
 
 if TYPE_CHECKING:
-    from envsdk.training.outcome import Outcome
-    from envsdk.training.plots import Painter
+    from envsdk.training.report.outcome import Outcome
+    from envsdk.training.report.plots import Painter
 
 STOP_FLAGS = {
     "stop_iters": "training_iteration",
@@ -117,19 +117,35 @@ def parse_overrides(extra: list[str]) -> dict[str, Any]:
 
 
 def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
-    from envsdk.config.experiment import Experiment, load_experiments
-    from envsdk.config.validation import check_stop_value
+    """The experiments to train, each with the command line's flags and ``--config`` overrides on it."""
     from envsdk.config.yamlio import merge
+
+    experiments = _experiments(args)
+    flag_config = _flag_config(args)
+    for exp in experiments:
+        _run_as(exp, args)
+        exp.env = args.env or overrides.get("env") or exp.env  # the command line wins over the YAML
+        _stop_flags(exp, args)
+        _checkpoint_flags(exp, args)
+        exp.overrides = merge(overrides, flag_config)
+    return experiments
+
+
+def _experiments(args: argparse.Namespace) -> list:
+    """The experiments of the ``-f`` files, or the one that ``--run`` and ``--env`` make."""
+    from envsdk.config.experiment import Experiment, load_experiments
 
     if args.config_file:
         experiments = [exp for path in args.config_file for exp in load_experiments(path)]
         _unique_names(experiments)
-    elif args.run and args.env:
-        experiments = [
-            Experiment(name=f"{args.run}_{args.env}", run=args.run, env=args.env, config=LineDict())
-        ]
-    else:
-        raise UserError("nothing to train", "pass -f config.yaml (or both --run and --env)")
+        return experiments
+    if args.run and args.env:
+        return [Experiment(name=f"{args.run}_{args.env}", run=args.run, env=args.env, config=LineDict())]
+    raise UserError("nothing to train", "pass -f config.yaml (or both --run and --env)")
+
+
+def _flag_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The config keys that flags set (``--num-workers``: ``num_env_runners``, ...), for every experiment."""
     flag_config: dict[str, Any] = {}
     if args.num_workers is not None:
         flag_config["num_env_runners"] = args.num_workers
@@ -143,28 +159,40 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
             "--local-mode: sampling in the training process "
             "(Ray 2 has no local_mode; use RAY_DEBUG=1 for breakpoints)"
         )
-    for exp in experiments:
-        exp.run = args.run or exp.run
-        removed = legacy.removed_algorithm(exp.run)
-        if args.translate_algo and removed is not None and removed.safe and removed.algorithm:
-            notice(f"--translate-algo: 'run: {exp.run}' runs as {removed.algorithm} ({removed.why})")
-            exp.translated_from, exp.run = exp.run, removed.algorithm
-        exp.env = args.env or overrides.get("env") or exp.env  # the command line wins over the YAML
-        for flag, metric in STOP_FLAGS.items():
-            if getattr(args, flag) is not None:
-                check_stop_value(metric, getattr(args, flag), f"--{flag.replace('_', '-')}")
-                exp.stop[metric] = getattr(args, flag)
-        for name in ("checkpoint_freq", "keep_checkpoints_num", "checkpoint_at_end"):
-            if getattr(args, name) is not None:
-                setattr(exp, name, getattr(args, name))
-        if args.checkpoint_score_attr:
-            from envsdk.config.validation import parse_score_attr
+    return flag_config
 
-            exp.score_metric, exp.score_mode = parse_score_attr(
-                args.checkpoint_score_attr, "--checkpoint-score-attr"
-            )
-        exp.overrides = merge(overrides, flag_config)
-    return experiments
+
+def _run_as(exp: Any, args: argparse.Namespace) -> None:
+    """``--run`` over the file's ``run``; ``--translate-algo``: a removed algorithm as its nearest one."""
+    exp.run = args.run or exp.run
+    removed = legacy.removed_algorithm(exp.run)
+    if args.translate_algo and removed is not None and removed.safe and removed.algorithm:
+        notice(f"--translate-algo: 'run: {exp.run}' runs as {removed.algorithm} ({removed.why})")
+        exp.translated_from, exp.run = exp.run, removed.algorithm
+
+
+def _stop_flags(exp: Any, args: argparse.Namespace) -> None:
+    """``--stop-iters`` and the like over the file's ``stop``, each checked as its key would be."""
+    from envsdk.config.validation import check_stop_value
+
+    for flag, metric in STOP_FLAGS.items():
+        if getattr(args, flag) is not None:
+            check_stop_value(metric, getattr(args, flag), f"--{flag.replace('_', '-')}")
+            exp.stop[metric] = getattr(args, flag)
+
+
+def _checkpoint_flags(exp: Any, args: argparse.Namespace) -> None:
+    """``--checkpoint-freq``, ``--keep-checkpoints-num``, ``--checkpoint-at-end`` and
+    ``--checkpoint-score-attr`` over the file's settings."""
+    for name in ("checkpoint_freq", "keep_checkpoints_num", "checkpoint_at_end"):
+        if getattr(args, name) is not None:
+            setattr(exp, name, getattr(args, name))
+    if args.checkpoint_score_attr:
+        from envsdk.config.validation import parse_score_attr
+
+        exp.score_metric, exp.score_mode = parse_score_attr(
+            args.checkpoint_score_attr, "--checkpoint-score-attr"
+        )
 
 
 def _unique_names(experiments: list) -> None:
@@ -216,15 +244,30 @@ def dry_run(exp: Any, built: Any) -> None:
             "search_space": {"/".join(k): str(v) for k, v in built.search_space.items()},
             "models": built.models,
             "sampler": built.sampler,
-            "substitutions in force": [n for n in substitutions.TABLE if n not in built.substitutions_off],
+            "substitutions in force": [n for n in substitutions.TABLE if built.stock.on(n)],
             "config (differs from RLlib defaults)": changed,
         }
     }
     print(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100).rstrip())
-    print("\n".join(substitutions.report(built.substitutions_off)))
+    print("\n".join(substitutions.report(built.stock)))
 
 
 def main(argv: list[str], prog: str = "train.py") -> int:
+    """Read the experiments, build their configs (print them, with --dry-run), then train each in turn."""
+    args, overrides = _parse(argv, prog)
+    experiments = load(args, overrides)
+    built = _build(experiments, args.dry_run)
+    if args.dry_run:
+        for exp, b in zip(experiments, built, strict=True):
+            dry_run(exp, b)
+        return 0
+    pairs = list(zip(experiments, built, strict=True))
+    with_ray = _start(args, pairs)
+    return _train(pairs, args, argv, with_ray)
+
+
+def _parse(argv: list[str], prog: str) -> tuple[argparse.Namespace, dict[str, Any]]:
+    """The flags and the ``--config.KEY=VALUE`` overrides; a notice for each flag Ray 2 has no use for."""
     # --config.KEY=VALUE apart first: argparse would hand one whose VALUE has a space ('[a, b]') to -f
     own = [a for a in argv if not a.startswith("--config.")]
     args, extra = parser(prog).parse_known_args(own)
@@ -233,49 +276,64 @@ def main(argv: list[str], prog: str = "train.py") -> int:
         notice(f"--framework {args.framework} runs as torch: RLlib 2.60 has only torch")
     if args.redis_password:
         notice("--redis-password is ignored: Ray 2 clusters need no Redis password")
-    experiments = load(args, overrides)
+    return args, overrides
+
+
+def _build(experiments: list, dry_run: bool) -> list:
+    """Each experiment's BuiltConfig, with RLlib imported and the speed-ups installed first."""
     # The patches act on the whole process: off for every experiment if one turns it off.
-    off = substitutions.off_in_environment().union(
-        *(
-            substitutions.off_in_config(e.config.get(substitutions.KEY), e.config.where(substitutions.KEY))
-            for e in experiments
-        )
-    )
-    with speedups.untracked_imports():  # RLlib's import (torch, Ray, Tune), out of the collector's way
+    stock = substitutions.Stock.resolve(*(_stock_setting(e) for e in experiments))
+    with speedups.untracked_imports(stock):  # RLlib's import (torch, Ray, Tune), out of the collector's way
         from envsdk.training.build import build_config
-    speedups.install(off)
+    speedups.install_for_command(stock)
+    return [build_config(exp, exp.overrides, dry_run=dry_run) for exp in experiments]
 
-    built = [build_config(exp, exp.overrides, dry_run=args.dry_run) for exp in experiments]
-    if args.dry_run:
-        for exp, b in zip(experiments, built, strict=True):
-            dry_run(exp, b)
-        return 0
 
-    from envsdk.cluster.ray_session import check_gpus, kill_descendants, local_gpus, start_ray, stop_ray
-    from envsdk.envs.stall_watch import on_hard_exit
-    from envsdk.training.outcome import print_summary
-    from envsdk.training.plots import Painter
+def _start(args: argparse.Namespace, pairs: list[tuple[Any, Any]]) -> bool:
+    """Check the GPUs asked for, and start or join Ray if any experiment needs it; whether it did."""
+    from envsdk.cluster.ray_session import SUBJECT as JOINING
+    from envsdk.cluster.ray_session import check_gpus, kill_descendants, local_gpus, start_ray
+    from envsdk.envs.faults.stall_watch import on_hard_exit
 
     if not args.ray_address:  # a local Ray: its GPUs are known before it starts
         have = float(args.ray_num_gpus) if args.ray_num_gpus is not None else local_gpus()
-        for b in built:
+        for _, b in pairs:
             check_gpus(b.config, have=have)
 
+    if args.ray_address:
+        for flag, value in (("--ray-num-cpus", args.ray_num_cpus), ("--ray-num-gpus", args.ray_num_gpus)):
+            if value is not None:
+                notice(
+                    f"{flag} {value:g} is ignored: it sizes a local Ray, and --ray-address joins a cluster"
+                )
     on_hard_exit(kill_descendants)  # a stall that cannot be interrupted ends the run and what it started
-    pairs = list(zip(experiments, built, strict=True))
     with_ray = any(_needs_ray(exp, b) for exp, b in pairs)  # --ray-address too: joined only when needed
     if with_ray:
         preload = threading.Thread(target=_preload, daemon=True)
         preload.start()
-        start_ray(
-            args.ray_address,
-            num_cpus=args.ray_num_cpus,
-            num_gpus=args.ray_num_gpus,
-            object_store_memory=args.ray_object_store_memory,
-            temp_dir=args.temp_dir,
-            code_paths=sorted({p for b in built for p in b.search_paths} | {Path.cwd()}),
-        )
+        try:
+            start_ray(
+                args.ray_address,
+                num_cpus=args.ray_num_cpus,
+                num_gpus=args.ray_num_gpus,
+                object_store_memory=args.ray_object_store_memory,
+                temp_dir=args.temp_dir,
+                code_paths=sorted({p for _, b in pairs for p in b.search_paths} | {Path.cwd()}),
+            )
+        except UserError as err:
+            if not args.ray_address or err.subject != JOINING:
+                raise
+            raise err.under("--ray-address") from err
         preload.join()
+    return with_ray
+
+
+def _train(pairs: list[tuple[Any, Any]], args: argparse.Namespace, argv: list[str], with_ray: bool) -> int:
+    """Train the experiments one after another, each summed up; 1 if any failed. A signal ends them all."""
+    from envsdk.cluster.ray_session import stop_ray
+    from envsdk.training.report.outcome import print_summary
+    from envsdk.training.report.plots import Painter
+
     failed = False
     try:
         # One process draws every trial's reward figure (matplotlib imported once, while training).
@@ -291,12 +349,20 @@ def main(argv: list[str], prog: str = "train.py") -> int:
     return 1 if failed else 0
 
 
+def _stock_setting(exp: Any) -> tuple[Any, str]:
+    """An experiment's ``stock:`` and where it is set: ``--config.stock`` over the YAML's."""
+    key = substitutions.KEY
+    if key in exp.overrides:
+        return exp.overrides[key], f"--config.{key}"
+    return exp.config.get(key), exp.config.where(key)
+
+
 def _run_one(exp: Any, built: Any, args: argparse.Namespace, with_ray: bool, painter: Painter) -> Outcome:
     """Size one experiment's trials to the cluster, say what trains, and run it to its Outcome."""
     from envsdk.cluster.ray_session import check_gpus
-    from envsdk.training.in_process import runs_in_process
-    from envsdk.training.resources import fit, trial_count
-    from envsdk.training.tune_runner import run_experiment
+    from envsdk.training.run.in_process import runs_in_process
+    from envsdk.training.run.resources import fit, trial_count
+    from envsdk.training.run.tune_runner import RESTORING, run_experiment
 
     if with_ray:  # without Ray, the learner is in this process and wants no GPU
         check_gpus(built.config, faked=bool(args.ray_num_gpus) and not args.ray_address)
@@ -311,14 +377,19 @@ def _run_one(exp: Any, built: Any, args: argparse.Namespace, with_ray: bool, pai
     )
     for line in built.models:
         print(f"[{exp.name}] model {line}")
-    return run_experiment(
-        exp,
-        built,
-        storage_path=args.storage_path,
-        resume=args.resume,
-        restore=args.restore,
-        painter=painter,
-    )
+    try:
+        return run_experiment(
+            exp,
+            built,
+            storage_path=args.storage_path,
+            resume=args.resume,
+            restore=args.restore,
+            painter=painter,
+        )
+    except UserError as err:
+        if err.subject != RESTORING:
+            raise
+        raise err.under("--restore") from err
 
 
 def _needs_ray(exp: Any, built: Any) -> bool:
@@ -332,7 +403,7 @@ def _needs_ray(exp: Any, built: Any) -> bool:
     shut-down (benchmarks/phases.py measures it).
     """
     from envsdk.internals import trains_without_ray
-    from envsdk.training.in_process import runs_in_process
+    from envsdk.training.run.in_process import runs_in_process
 
     c = built.config
     remote = built.auto_runners or c.num_env_runners or c.evaluation_num_env_runners or c.num_learners

@@ -14,6 +14,8 @@ from envsdk.errors import UserError
 from envsdk.notices import notice
 from envsdk.substitutions import NO_PATCHES, STOCK
 
+SUBJECT = "joining Ray"  # what refuses, in this layer's words; the command line names its flag
+
 
 def workers_env_vars(pythonpath: str) -> dict[str, str]:
     """What a joined cluster's workers get from this driver: its paths, and its choice of
@@ -58,10 +60,9 @@ def start_ray(
         env_vars = workers_env_vars(pythonpath)
         kwargs["runtime_env"] = {"env_vars": env_vars} if env_vars else None
         if address == "auto" and not os.environ.get("RAY_ADDRESS"):
-            raise UserError("--ray-address auto, but RAY_ADDRESS is not set", "pass the head's host:port")
-        for flag, value in (("--ray-num-cpus", num_cpus), ("--ray-num-gpus", num_gpus)):
-            if value is not None:
-                notice(f"{flag} is ignored when joining an existing cluster")
+            raise UserError(
+                "the address is 'auto', but RAY_ADDRESS is not set", "give the head's host:port", SUBJECT
+            )
         kwargs["address"] = address
     else:
         # A local Ray's workers inherit the raylet's environment, so the paths go there. A
@@ -83,6 +84,7 @@ def start_ray(
         raise UserError(
             f"cannot reach a Ray cluster at {address}: {err}",
             "start it with `ray start --head` or check the address (host:port of the head)",
+            SUBJECT,
         ) from err
 
 
@@ -147,7 +149,7 @@ def kill_descendants() -> None:
 
 def require_gpus(wanted: float, asker: str, fix: str, have: float | None = None) -> None:
     """Asking for more GPUs than the Ray cluster has (``have``; None: ask the joined one) is a user error."""
-    place = "the Ray cluster" if have is None else "the local Ray (this machine or --ray-num-gpus)"
+    place = "the Ray cluster" if have is None else "the local Ray (this machine's GPUs, or those faked)"
     if have is None:
         import ray
 
@@ -186,5 +188,5 @@ def check_gpus(config: Any, faked: bool = False, have: float | None = None) -> N
     import torch
 
     if faked and wanted > 0 and not torch.cuda.is_available() and have is None:
-        notice("the GPUs are faked (--ray-num-gpus) and torch has no CUDA here: the learner runs on the CPU")
+        notice("the GPUs are faked and torch has no CUDA here: the learner runs on the CPU")
         config.learners(num_gpus_per_learner=0)

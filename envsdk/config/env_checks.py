@@ -8,7 +8,7 @@
 
 NaN or infinite observations and rewards, and observations of the wrong shape or kind, are
 always errors: nothing can learn from them.  What the checks do, and their messages, are in
-:mod:`envsdk.envs.guard` and docs/env-faults.md.
+:mod:`envsdk.envs.faults.guard` and docs/env-faults.md.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@
         teams: {"player_0": 0, "player_1": 1}   # agent id (or glob) -> team; else the env says
 
 The names and defaults are ML-Agents' ``SelfPlaySettings``.  ``self_play: true``
-takes every default.  What the settings do is in :mod:`envsdk.training.self_play`.
+takes every default.  What the settings do is in :mod:`envsdk.training.hooks.self_play`.
 """
 
 from __future__ import annotations

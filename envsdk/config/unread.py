@@ -10,7 +10,7 @@ stack (a ModelV2 plugin selects it) RLlib reads them, and nothing is said; nor
 where the run's learner reads one itself (its ``READS_UNREAD_KEYS``: envsdk's
 DQN learner reads ``adam_epsilon``).
 
-``tests/test_legacy.py`` checks that RLlib's new-stack code still reads none of
+``tests/config/test_legacy.py`` checks that RLlib's new-stack code still reads none of
 them, so that an upgrade that starts reading one fails there first.
 """
 

@@ -188,6 +188,11 @@ def _activation_hint(value: Any) -> str:
     return did_you_mean(str(value).lower(), ACTIVATIONS)
 
 
+# The model_config keys, by how they end, that name parts of a network rather than plain values
+# (with conv_filters).
+_NETWORK_SUFFIXES = ("_hiddens", "_activation", "_initializer", "_kwargs")
+
+
 def check_model_config_value(key: str, value: Any, where: str) -> Any:
     """A value for ``key``, a field of RLlib's ``DefaultModelConfig`` (the default model's settings), or a
     UserError: layer sizes, activation and initializer names as RLlib resolves them, conv filters
@@ -195,46 +200,70 @@ def check_model_config_value(key: str, value: Any, where: str) -> Any:
     Checked here because RLlib reads these only as it builds the networks, where a wrong one
     fails deep inside a layer's constructor."""
     from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
-    from ray.rllib.models.utils import get_activation_fn, get_initializer_fn
 
     if value is None or callable(value):
         return value
     default = getattr(DefaultModelConfig(), key)
-
-    def wrong(expected: str, example: Any, hint: str = "") -> UserError:
-        return UserError(
+    if not key.endswith(_NETWORK_SUFFIXES) and key != "conv_filters":
+        return check_config_value(key, value, default, where, section="model_config")
+    problem = _network_value_problem(key, value, default)
+    if problem is not None:
+        expected, example, hint = problem
+        raise UserError(
             f"{where}: model_config key '{key}' is {value!r}, but it takes {expected}",
             hint or f"write e.g. '{key}: {example}'",
         )
+    return value
 
+
+def _network_value_problem(key: str, value: Any, default: Any) -> tuple[str, Any, str] | None:
+    """What a network key's value (one of :data:`_NETWORK_SUFFIXES`, else ``conv_filters``) must be,
+    when ``value`` is not that: (what it takes, an example, a hint that replaces the example where
+    there is one)."""
     if key.endswith("_hiddens"):
         if not isinstance(value, list | tuple) or not all(map(_is_size, value)):
-            raise wrong("a list of layer sizes (integers >= 1)", "[256, 256]")
-    elif key.endswith("_activation"):
-        try:
-            get_activation_fn(value, framework="torch")
-        except (ValueError, TypeError, AttributeError):
-            expected = f"an activation: one of {', '.join(ACTIVATIONS)}, or a torch.nn class name"
-            raise wrong(expected, default, _activation_hint(value)) from None
-    elif key.endswith("_initializer"):
-        try:
-            get_initializer_fn(value, framework="torch")
-        except (ValueError, TypeError, AttributeError):
-            import torch
-
-            names = [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
-            hint = did_you_mean(str(value).lower(), names) or did_you_mean(f"{value}_".lower(), names)
-            raise wrong("the name of an in-place initializer of torch.nn.init", "orthogonal_", hint) from None
-    elif key.endswith("_kwargs"):
+            return "a list of layer sizes (integers >= 1)", "[256, 256]", ""
+        return None
+    if key.endswith("_activation"):
+        return _activation_problem(value, default)
+    if key.endswith("_initializer"):
+        return _initializer_problem(value)
+    if key.endswith("_kwargs"):
         if not isinstance(value, dict):
-            raise wrong("a mapping of the initializer's arguments", "{gain: 1.41}")
-    elif key == "conv_filters":
-        if not isinstance(value, list | tuple) or not value or not all(map(_is_conv_layer, value)):
-            expected = "a list of [out_channels, kernel, stride] layers (a 4th item: padding, same or valid)"
-            raise wrong(expected, "[[16, 4, 2], [32, 4, 2]]")
-    else:
-        return check_config_value(key, value, default, where, section="model_config")
-    return value
+            return "a mapping of the initializer's arguments", "{gain: 1.41}", ""
+        return None
+    if not isinstance(value, list | tuple) or not value or not all(map(_is_conv_layer, value)):
+        expected = "a list of [out_channels, kernel, stride] layers (a 4th item: padding, same or valid)"
+        return expected, "[[16, 4, 2], [32, 4, 2]]", ""
+    return None
+
+
+def _activation_problem(value: Any, default: Any) -> tuple[str, Any, str] | None:
+    """An activation RLlib's ``get_activation_fn`` does not resolve: what it takes, and the fix."""
+    from ray.rllib.models.utils import get_activation_fn
+
+    try:
+        get_activation_fn(value, framework="torch")
+    except (ValueError, TypeError, AttributeError):
+        expected = f"an activation: one of {', '.join(ACTIVATIONS)}, or a torch.nn class name"
+        return expected, default, _activation_hint(value)
+    return None
+
+
+def _initializer_problem(value: Any) -> tuple[str, Any, str] | None:
+    """An initializer RLlib's ``get_initializer_fn`` does not resolve: what it takes, and the closest
+    of torch.nn.init's in-place initializers."""
+    from ray.rllib.models.utils import get_initializer_fn
+
+    try:
+        get_initializer_fn(value, framework="torch")
+    except (ValueError, TypeError, AttributeError):
+        import torch
+
+        names = [n for n in dir(torch.nn.init) if n.endswith("_") and not n.startswith("_")]
+        hint = did_you_mean(str(value).lower(), names) or did_you_mean(f"{value}_".lower(), names)
+        return "the name of an in-place initializer of torch.nn.init", "orthogonal_", hint
+    return None
 
 
 def _is_conv_layer(layer: Any) -> bool:

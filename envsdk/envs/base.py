@@ -161,7 +161,7 @@ class ActionMaskEnv(Env):
 
     @staticmethod
     def masked_space(inner: gym.Space, action_space: gym.Space) -> gym.spaces.Dict:
-        from envsdk.envs.default_models.spaces import mask_size
+        from envsdk.envs.spaces import mask_size
 
         mask = gym.spaces.Box(0, 1, shape=(mask_size(action_space),), dtype=np.int8)
         return gym.spaces.Dict({OBS_KEY: inner, MASK_KEY: mask})

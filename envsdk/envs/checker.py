@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +22,8 @@ import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from envsdk.envs.base import MASK_KEY, has_action_mask, hooks
-from envsdk.envs.default_models.choice import describe
-from envsdk.envs.default_models.spaces import SpaceError, allowed_version, conform, sample_allowed
 from envsdk.envs.registry import ResolvedEnv
+from envsdk.envs.spaces import SpaceError, allowed_version, conform, sample_allowed
 from envsdk.errors import UserError, raise_if_user_error
 from envsdk.notices import notice
 
@@ -39,28 +38,41 @@ def mismatch(value: Any, space: gym.Space) -> str | None:
     except Exception as err:
         return f"{type(err).__name__}: {err}"
     if isinstance(space, gym.spaces.Box):
-        arr = np.asarray(value)
-        if arr.shape != space.shape:
-            return f"shape {arr.shape} but the space says {space.shape}"
-        if arr.dtype.kind not in "biuf" or not np.can_cast(arr.dtype, np.dtype(str(space.dtype))):
-            return f"dtype {arr.dtype} but the space says {space.dtype}"
-        return f"values outside [{space.low.min()}, {space.high.max()}]: {arr.min()}..{arr.max()}"
+        return _box_mismatch(np.asarray(value), space)
+    why = _part_mismatch(value, space)
+    if why is not None:
+        return why
+    if isinstance(space, gym.spaces.Discrete):
+        return f"{value!r} is not an integer in [{space.start}, {int(space.start) + int(space.n)})"
+    return f"{type(value).__name__} value {value!r:.60} not in {space}"
+
+
+def _box_mismatch(arr: np.ndarray, space: gym.spaces.Box) -> str:
+    """Why an array is not in a Box: its shape, its dtype, else its values."""
+    if arr.shape != space.shape:
+        return f"shape {arr.shape} but the space says {space.shape}"
+    if arr.dtype.kind not in "biuf" or not np.can_cast(arr.dtype, np.dtype(str(space.dtype))):
+        return f"dtype {arr.dtype} but the space says {space.dtype}"
+    return f"values outside [{space.low.min()}, {space.high.max()}]: {arr.min()}..{arr.max()}"
+
+
+def _part_mismatch(value: Any, space: gym.Space) -> str | None:
+    """For a dict in a Dict space or a tuple in a Tuple space (of its length): its missing keys, or
+    the first part not in its subspace, named by its key or index; None otherwise."""
     if isinstance(space, gym.spaces.Dict) and isinstance(value, dict):
         missing = set(space.spaces) - set(value)
         if missing:
             return f"missing keys {sorted(missing)}"
-        for key, sub in space.spaces.items():
-            why = mismatch(value[key], sub)
-            if why:
-                return f"['{key}'] {why}"
-    if isinstance(space, gym.spaces.Tuple) and isinstance(value, tuple) and len(value) == len(space.spaces):
-        for i, (part, sub) in enumerate(zip(value, space.spaces, strict=True)):
-            why = mismatch(part, sub)
-            if why:
-                return f"[{i}] {why}"
-    if isinstance(space, gym.spaces.Discrete):
-        return f"{value!r} is not an integer in [{space.start}, {int(space.start) + int(space.n)})"
-    return f"{type(value).__name__} value {value!r:.60} not in {space}"
+        parts = [(f"['{key}']", value[key], sub) for key, sub in space.spaces.items()]
+    elif isinstance(space, gym.spaces.Tuple) and isinstance(value, tuple) and len(value) == len(space.spaces):
+        parts = [(f"[{i}]", part, sub) for i, (part, sub) in enumerate(zip(value, space.spaces, strict=True))]
+    else:
+        return None
+    for label, part, sub in parts:
+        why = mismatch(part, sub)
+        if why:
+            return f"{label} {why}"
+    return None
 
 
 def _agent_items(env: Any, obs: Any) -> list[tuple[Any, str, Any, gym.Space]]:
@@ -326,30 +338,50 @@ class _MaskRespecting(gym.Wrapper):
         return out
 
 
-def check_env(resolved: ResolvedEnv, env_config: dict, steps: int = 2000) -> CheckReport:
-    """The ``python -m envsdk check`` verdict for one env."""
+# One line about the network a policy with these spaces gets (the networks' layer, above this one).
+Describe = Callable[[gym.Space, gym.Space], str]
+
+
+def check_env(
+    resolved: ResolvedEnv, env_config: dict, steps: int = 2000, describe: Describe | None = None
+) -> CheckReport:
+    """The ``python -m envsdk check`` verdict for one env; ``describe`` adds each policy's network."""
     report = CheckReport(resolved.name)
     env = resolved.make(env_config)
     try:
-        _check(report, resolved, env, env_config, steps)
+        _check(report, resolved, env, env_config, steps, describe)
     finally:
         env.close()
     return report
 
 
-def _check(report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dict, steps: int) -> None:
+def _check(
+    report: CheckReport,
+    resolved: ResolvedEnv,
+    env: Any,
+    env_config: dict,
+    steps: int,
+    describe: Describe | None,
+) -> None:
     multi = isinstance(env, MultiAgentEnv)
     first, _ = env.reset(seed=123)
     spaces = _agent_spaces(env, first if multi else {AGENT: first})
     masked = any(has_action_mask(obs) for obs, _ in spaces.values())
     _external_checker(report, resolved, env, env_config, masked)
-    for who, (obs, act) in _named_spaces(env, spaces).items():
-        try:
-            report.models.append(f"{who}: {describe(obs, act, {})}")
-        except SpaceError as err:
-            report.problems.append(f"{who}: {err}")
+    if describe is not None:
+        _networks(report, _named_spaces(env, spaces), describe)
     _reseeding(report, env)
     _random_steps(report, env, steps, masked)
+
+
+def _networks(
+    report: CheckReport, spaces: dict[str, tuple[gym.Space, gym.Space]], describe: Describe
+) -> None:
+    for who, (obs, act) in spaces.items():
+        try:
+            report.models.append(f"{who}: {describe(obs, act)}")
+        except SpaceError as err:
+            report.problems.append(f"{who}: {err}")
 
 
 def _external_checker(

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from envsdk.envs.compat import alias_gym
+from envsdk.envs.adapters.old_gym import alias_gym
 from envsdk.errors import UserError, did_you_mean
 from envsdk.notices import notice
 

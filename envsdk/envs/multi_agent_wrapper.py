@@ -22,7 +22,7 @@ class MultiAgentWrapper(MultiAgentEnv):
         self.possible_agents = list(getattr(env, "possible_agents", None) or [])
         self.agents = list(getattr(env, "agents", None) or [])
         spaces = observation_spaces or {}
-        # an env without possible_agents may still list its agents' spaces (envs.compat.EveryAgent)
+        # an env without possible_agents may still list its agents' spaces (adapters/old_gym.py: EveryAgent)
         known = self.possible_agents or list(getattr(env, "observation_spaces", None) or {})
         self.observation_spaces = {
             a: spaces[a] if a in spaces else env.get_observation_space(a) for a in known

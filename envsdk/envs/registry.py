@@ -38,9 +38,11 @@ from typing import Any
 
 import gymnasium as gym
 
-from envsdk.envs import atari, layout, time_limit
-from envsdk.envs.atari import AtariSettings
-from envsdk.envs.compat import LegacyGymAdapter, needs_adapter, share_spaces
+from envsdk.envs import observation_layout, time_limit
+from envsdk.envs.adapters import atari
+from envsdk.envs.adapters.atari import AtariSettings
+from envsdk.envs.adapters.old_gym import LegacyGymAdapter, needs_adapter, share_spaces
+from envsdk.envs.adapters.pettingzoo import is_pettingzoo, pettingzoo_target, registry_id, wrap_pettingzoo
 from envsdk.envs.imports import (
     import_module,
     import_ref,
@@ -49,7 +51,6 @@ from envsdk.envs.imports import (
     is_user_module,
     split_ref,
 )
-from envsdk.envs.pettingzoo_envs import is_pettingzoo, pettingzoo_target, registry_id, wrap_pettingzoo
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.notices import notice
 
@@ -64,7 +65,7 @@ class EnvFactory:
     that registers gymnasium ids on import is not imported by unpickling the env class in a
     remote env runner), passes ``env_config`` to the target as it takes it
     (:func:`config_style`), wraps old-gym-API and PettingZoo envs, applies an episode step
-    limit and lays out the observations (:mod:`envsdk.envs.layout`).
+    limit and lays out the observations (:mod:`envsdk.envs.observation_layout`).
     """
 
     def __init__(
@@ -110,7 +111,7 @@ class EnvFactory:
             env = atari.wrap(env, self.atari)
         if self.max_episode_steps:
             env = time_limit.limit(env, self.max_episode_steps)
-        return layout.lay_out(env, self.drop_keys)
+        return observation_layout.lay_out(env, self.drop_keys)
 
 
 CONFIG_PARAMETERS = frozenset(
@@ -285,7 +286,7 @@ class ResolvedEnv:
     def make(self, env_config: dict | None = None) -> Any:
         if self.creator is not None:  # an empty EnvContext is falsy, and still the one to pass
             return self.creator(env_config if env_config is not None else {})
-        return layout.lay_out(gym.make(self.name, **(env_config or {})), ())
+        return observation_layout.lay_out(gym.make(self.name, **(env_config or {})), ())
 
     def factory(self) -> EnvFactory:
         """The creator, or one that makes the gymnasium id (for wrappers of ours around it)."""
@@ -436,48 +437,75 @@ def resolve_env(spec: Any, search: list[Path] | None = None) -> ResolvedEnv:
     plugin = _entry_point(spec)
     if plugin is not None:
         return ResolvedEnv(spec, plugin, "entry point")
-    if spec in gym.registry:
-        current = current_version(spec)
-        if current != spec:  # kept as the file asks (versions differ, e.g. CartPole-v0's 200-step limit)
-            notice(f"env '{spec}' is an older version: gymnasium's current one is '{current}'")
-            warnings.filterwarnings("ignore", message=rf".*The environment {re.escape(spec)} is out of date")
-        module = _module_of(spec)
-        return ResolvedEnv(f"{module}:{spec}" if module else spec, None, "gymnasium")
-    gymnasium_form = _gymnasium_form(spec, search or [])
-    if gymnasium_form is not None:
-        return gymnasium_form
+    # The forms an id may take, tried in this order (each is given the search path, whether it
+    # imports or not); the first that resolves the id wins.
+    for form in (_gymnasium_id, _gymnasium_form, _retired_id, _import_path, _package_id):
+        resolved = form(spec, search or [])
+        if resolved is not None:
+            return resolved
+    raise _unknown_env(spec)
+
+
+def _gymnasium_id(spec: str, search: list[Path]) -> ResolvedEnv | None:
+    """A gymnasium id registered in this process (kept at the version the file asks for), if ``spec``
+    is one."""
+    if spec not in gym.registry:
+        return None
     current = current_version(spec)
-    if current is not None:  # before importing packages: `Pendulum-v0` needs none of them
-        notice(f"env '{spec}' is retired: using '{current}', its current version in gymnasium")
-        return ResolvedEnv(current, None, "gymnasium")
+    if current != spec:  # kept as the file asks (versions differ, e.g. CartPole-v0's 200-step limit)
+        notice(f"env '{spec}' is an older version: gymnasium's current one is '{current}'")
+        warnings.filterwarnings("ignore", message=rf".*The environment {re.escape(spec)} is out of date")
+    module = _module_of(spec)
+    return ResolvedEnv(f"{module}:{spec}" if module else spec, None, "gymnasium")
+
+
+def _retired_id(spec: str, search: list[Path]) -> ResolvedEnv | None:
+    """The current version of a retired gymnasium id, found before importing packages
+    (``Pendulum-v0`` needs none of them)."""
+    current = current_version(spec)
+    if current is None:
+        return None
+    notice(f"env '{spec}' is retired: using '{current}', its current version in gymnasium")
+    return ResolvedEnv(current, None, "gymnasium")
+
+
+def _import_path(spec: str, search: list[Path]) -> ResolvedEnv | None:
+    """``module.Class`` or ``module:Class`` (or a function, or a PettingZoo module), imported, if
+    ``spec`` is one."""
     parts = split_ref(spec) if "/" not in spec else None
     if parts is None:
-        module = _registering_module(spec)
-        if module is not None:
-            return ResolvedEnv(f"{module}:{spec}", None, "gymnasium")
-    else:
-        target = import_ref(spec, search or [], what="env")
-        target = pettingzoo_target(target, spec)
-        if not callable(target):
-            raise UserError(
-                f"env '{spec}' is a {type(target).__name__}, not an env class or function",
-                "point env: at an env class, a function that returns an env, or a PettingZoo module",
-            )
-        # Importing the module may have registered the target (with its step limit).
-        registered = next((f for f in _REGISTRY.values() if f.target is target), None)
-        if registered is not None:
-            return ResolvedEnv(spec, registered, "registered")
-        return ResolvedEnv(spec, EnvFactory(target, spec, imports=imported_with(parts[0])), "import path")
+        return None
+    target = pettingzoo_target(import_ref(spec, search, what="env"), spec)
+    if not callable(target):
+        raise UserError(
+            f"env '{spec}' is a {type(target).__name__}, not an env class or function",
+            "point env: at an env class, a function that returns an env, or a PettingZoo module",
+        )
+    # Importing the module may have registered the target (with its step limit).
+    registered = next((f for f in _REGISTRY.values() if f.target is target), None)
+    if registered is not None:
+        return ResolvedEnv(spec, registered, "registered")
+    return ResolvedEnv(spec, EnvFactory(target, spec, imports=imported_with(parts[0])), "import path")
+
+
+def _package_id(spec: str, search: list[Path]) -> ResolvedEnv | None:
+    """An id that an installed package registers when imported (``module:id``), if ``spec`` is one."""
+    module = _registering_module(spec)
+    return None if module is None else ResolvedEnv(f"{module}:{spec}", None, "gymnasium")
+
+
+def _unknown_env(spec: str) -> UserError:
+    """The error for an env nothing resolves: the package that would register it, or the closest ids."""
     package = _missing_package_for(spec)
     if package is not None:
-        raise UserError(
+        return UserError(
             f"unknown env '{spec}': ids like it are registered by the package {package},"
             " which is not installed",
             f"pip install {package} (or: pip install 'envsdk[ecosystem]')",
         )
     known = registered_ids() + list(gym.registry)
     hint = closest(spec, known)
-    raise UserError(
+    return UserError(
         f"unknown env '{spec}'",
         f"did you mean {', '.join(hint)}?"
         if hint

@@ -30,8 +30,8 @@ from envsdk.evaluation.opponents import apply as apply_opponent
 from envsdk.evaluation.recording import HUMAN, RENDER, Recorder, Window, enable_rgb_render, wrap
 from envsdk.evaluation.restore import Restored
 from envsdk.internals import ENV_RUNNER_DIR
-from envsdk.training.observation_filter import RAW_OBSERVATIONS, freeze_observation_filter
-from envsdk.training.self_play import episode_games
+from envsdk.training.hooks.observation_filter import RAW_OBSERVATIONS, freeze_observation_filter
+from envsdk.training.hooks.self_play import episode_games
 
 AGENT = "agent"  # the one agent's id in single-agent records
 # Steps after which rollout.py ends an episode of an env that has no time limit of its own (a greedy
@@ -176,7 +176,7 @@ class Evaluator:
         from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
         from ray.rllib.env.single_agent_env_runner import SingleAgentEnvRunner
 
-        from envsdk.training.batched_runner import BatchedEnvRunner
+        from envsdk.training.substitutes.sampling.batched_runner import BatchedEnvRunner
 
         restored, spec = self.spec.restored, self.spec
         config = restored.config.copy(copy_frozen=False)

@@ -1,7 +1,7 @@
 """``rollout.py --export-onnx FILE``: the trained policy network as an ONNX model.
 
 Inputs, one per part of the observation as the env returns it (see
-:func:`~envsdk.envs.default_models.spaces.observation_leaves`): ``observations``
+:func:`~envsdk.envs.spaces.observation_leaves`): ``observations``
 for a plain observation, else the Dict keys (``camera``, ``sensors.depth``)
 or ``obs_0``, ``obs_1``... for Tuple parts, each in the env's dtype (int64
 for Discrete parts); plus ``action_mask`` (float32, 1 = allowed) for envs
@@ -40,7 +40,7 @@ import torch
 from torch.onnx.symbolic_helper import parse_args
 
 from envsdk.envs.base import MASK_KEY, OBS_KEY, has_action_mask
-from envsdk.envs.default_models.spaces import (
+from envsdk.envs.spaces import (
     ActLeaf,
     ObsLeaf,
     SpaceError,
@@ -54,10 +54,11 @@ from envsdk.envs.default_models.spaces import (
 from envsdk.errors import UserError
 from envsdk.evaluation.restore import Restored
 from envsdk.internals import MODULE_STATE_FILE
-from envsdk.training.observation_filter import Statistics, saved_statistics
-from envsdk.training.self_play import is_self_play_module
+from envsdk.training.hooks.observation_filter import Statistics, saved_statistics
+from envsdk.training.hooks.self_play import is_self_play_module
 
 OPSET = 17
+SUBJECT = "ONNX export"  # what refuses, in this layer's words; the command line names its flag
 MASK_INPUT = "action_mask"
 
 
@@ -191,9 +192,7 @@ def layout_for(obs_space: gym.Space, act_space: gym.Space, q_values: bool = Fals
             q_values,
         )
     except SpaceError as err:
-        raise UserError(
-            f"--export-onnx: {err}", "export the network yourself with torch.onnx.export"
-        ) from err
+        raise UserError(str(err), "export the network yourself with torch.onnx.export", SUBJECT) from err
 
 
 def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
@@ -208,8 +207,9 @@ def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
             layout = layout_for(space, policy.action_space)
             if [leaf.kind for leaf in layout.obs] != ["flat"] or len(layout.actions) != 1:
                 raise UserError(
-                    f"--export-onnx takes old-stack (ModelV2) policies with one Box observation, not {space}",
+                    f"old-stack (ModelV2) policies are exported with one Box observation, not {space}",
                     "export the network yourself with torch.onnx.export",
+                    SUBJECT,
                 )
             out[pid] = _ModelV2Policy(policy.model, layout).eval()  # type: ignore[attr-defined]  # TorchPolicyV2
         return out
@@ -325,4 +325,8 @@ def check_parity(
     for g, want in zip(got, greedy(expected, layout), strict=True):
         same = np.array_equal(g, want) if g.dtype.kind in "iu" else np.allclose(g, want, atol=1e-4)
         if not same:
-            raise RuntimeError(f"ONNX export {path} disagrees with torch on the same inputs")
+            raise UserError(
+                f"{path} disagrees with torch on the same inputs",
+                "export the network yourself with torch.onnx.export, and report the checkpoint to envsdk",
+                SUBJECT,
+            )

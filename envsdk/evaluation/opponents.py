@@ -9,7 +9,7 @@ first episode:
 * ``snapshot:N``: snapshot N of the run's pool, as kept in the checkpoint.
 
 Each finished episode is a game, read as training reads it
-(:func:`envsdk.training.self_play.episode_games`).
+(:func:`envsdk.training.hooks.self_play.episode_games`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
 from envsdk.envs.base import MASK_KEY
 from envsdk.errors import UserError
-from envsdk.training.self_play import (
+from envsdk.training.hooks.self_play import (
     LATEST,
     LEDGER,
     OPPONENT,
@@ -40,6 +40,9 @@ from envsdk.training.self_play import (
 )
 
 CHOICES = "latest, random or snapshot:N"
+# What a refusal is about (its subject); the command line says it again under its flag.
+CHOICE = "opponent"
+TEAM = "team"
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ LATEST_WEIGHTS = Opponent("latest")  # what a self-play checkpoint's other teams
 def parse(text: str) -> Opponent:
     match = re.fullmatch(r"(latest|random|snapshot:(\d+))", text.strip())
     if not match:
-        raise UserError(f"--opponent {text}: not an opponent", f"pass {CHOICES}")
+        raise UserError(f"{text!r} is not an opponent", f"choose {CHOICES}", CHOICE)
     if match.group(2) is not None:
         return Opponent("snapshot", int(match.group(2)))
     return Opponent(match.group(1))
@@ -92,22 +95,23 @@ def chosen(text: str | None, module_dir: Path, team: int | None = None) -> Oppon
     if opponent is None and team is None:
         return LATEST_WEIGHTS if policies else None
     if not policies:
-        flag = "--opponent" if opponent is not None else "--team"
         raise UserError(
-            f"{flag}: this checkpoint was not trained with self_play",
-            f"drop {flag} (every agent plays its own policy)",
+            "this checkpoint was not trained with self_play",
+            "drop it (every agent plays its own policy)",
+            CHOICE if opponent is not None else TEAM,
         )
     opponent = replace(opponent or LATEST_WEIGHTS, team=team)
     if team is not None and team not in (teams := _teams(module_dir)):
-        raise UserError(f"--team {team}: the checkpoint's teams are {teams}", f"pass one of {teams}")
+        raise UserError(f"no team {team}: the checkpoint's teams are {teams}", f"choose one of {teams}", TEAM)
     if opponent.kind == "snapshot":
         pool = _pool(module_dir)
         for policy in policies:
             ids = sorted(int(i) for i in pool.get(policy, {}))
             if str(opponent.snapshot) not in pool.get(policy, {}):
                 raise UserError(
-                    f"--opponent snapshot:{opponent.snapshot}: policy '{policy}' keeps snapshots {ids}",
+                    f"no snapshot {opponent.snapshot}: policy '{policy}' keeps snapshots {ids}",
                     "pick one of those (the pool keeps the last `window` snapshots)",
+                    CHOICE,
                 )
     return opponent
 

@@ -18,7 +18,7 @@ import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from envsdk.envs.base import OBS_KEY, has_action_mask
-from envsdk.envs.default_models.spaces import (
+from envsdk.envs.spaces import (
     IMAGE,
     MIN_IMAGE_SIDE,
     SpaceError,
@@ -33,13 +33,14 @@ RENDER = "render"
 OBSERVATION = "observation"
 HUMAN = "human"
 MIN_SIDE = 256  # pixels; smaller frames are scaled up in videos
+SUBJECT = "video recording"  # what refuses, in this layer's words; the command line names its flag
 
 
 def image_path(space: gym.Space) -> tuple | None:
     """Key path to the first part of an observation that can be shown as a picture, or None.
 
     That is an image as the default CNN reads one (rank 3, channels first or
-    last: :func:`~envsdk.envs.default_models.spaces.image_layout`) or a rank-2 Box
+    last: :func:`~envsdk.envs.spaces.image_layout`) or a rank-2 Box
     of at least 8 pixels a side, shown as grayscale.
     """
     prefix = (OBS_KEY,) if has_action_mask(space) else ()
@@ -76,8 +77,9 @@ def frame_source(env: Any, observation_space: gym.Space) -> tuple[str, tuple]:
     if path is not None:
         return OBSERVATION, path
     raise UserError(
-        f"--video: {type(env.unwrapped).__name__} has no rgb_array render and no image observation",
+        f"{type(env.unwrapped).__name__} has no rgb_array render and no image observation",
         "add render_mode 'rgb_array' support (metadata['render_modes'] and render()) to the env",
+        SUBJECT,
     )
 
 

@@ -4,7 +4,7 @@
 runner and learner, on the resources training had), which fails on a
 smaller machine (ray #36761).  Evaluation needs far less: the config the env
 runners were built from, the module weights and the connector state.  This
-module loads exactly that, after :func:`envsdk.training.checkpoints.verify` has
+module loads exactly that, after :func:`envsdk.training.run.checkpoints.verify` has
 checked the files, and re-resolves the env as ``train.py`` did (module path
 next to the YAML the run came from).
 
@@ -38,9 +38,13 @@ from envsdk.internals import (
     PIECE_CLASS_FILE,
 )
 from envsdk.notices import muted, notice
-from envsdk.training.checkpoints import verify
+from envsdk.training.run.checkpoints import verify
 
 POLICIES_DIR = "policies"
+
+# What refuses, in this layer's words; the command line names the flag that asked for it.
+ALGORITHM = "the algorithm"
+EVALUATION_ENV = "the evaluation env"
 
 
 @dataclass
@@ -84,22 +88,10 @@ def _names_our_code(err: Exception) -> bool:
     return isinstance(err, AttributeError) and any(f"'{p}." in str(err) for p in OUR_PACKAGES)
 
 
-# Format 1's migration: where our objects that older checkpoints pickle by module path live now.
-MOVED = {
-    ("envsdk.training.algorithm_config", "SharedPolicy"): "envsdk.training.build.multi_agent",
-    ("envsdk.training.algorithm_config", "PolicyPerAgent"): "envsdk.training.build.multi_agent",
-}
-
-
-class _Unpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        return super().find_class(MOVED.get((module, name), module), name)
-
-
 def _unpickle(path: Path, by: WrittenBy) -> Any:
     try:
         with path.open("rb") as fh:
-            return _Unpickler(fh).load()
+            return pickle.load(fh)  # old module paths: envsdk/moved.py
     except (ModuleNotFoundError, AttributeError) as err:
         if _names_our_code(err):
             raise UserError(
@@ -162,41 +154,59 @@ def load(
     new_stack = (checkpoint / ENV_RUNNER_DIR).is_dir()
     stack = _new_stack(checkpoint, info, by, env_config) if new_stack else _old_stack(checkpoint, by)
     algorithm = stack.algo_class.__name__
-    if run and run.upper() != algorithm.upper():
-        raise UserError(
-            f"--run {run} does not match the checkpoint, which was trained with {algorithm}",
-            f"drop --run or pass --run {algorithm}",
-        )
-    config, base_config = stack.config, stack.env_config
-    if evaluation:
-        settings = dict(
-            (config.get("evaluation_config") if isinstance(config, dict) else config.evaluation_config) or {}
-        )
-        if not settings.get("env") and not settings.get("env_config"):
-            raise UserError(
-                "--eval-env: the checkpoint's run has no evaluation_config env or env_config",
-                "drop --eval-env (rollouts play training's env)",
-            )
-        env = env or settings.get("env")
-        base_config = merge(base_config, dict(settings.get("env_config") or {}))
-    wrapped = info.get("env_wrapped") if env is None else None
-    env_ref = env or (wrapped or {}).get("env") or info.get("env") or stack.env_ref
-    resolved = resolve_env(env_ref if isinstance(env_ref, str) else None, search)
-    if wrapped:  # the wrappers that config keys asked for in training
-        resolved = resolved.wrapped(EnvWrappers.from_dict(wrapped))
+    _check_algorithm(run, algorithm)
+    env, base_config = _evaluation_env(stack, env) if evaluation else (env, stack.env_config)
+    resolved = _resolved_env(info, env, stack, search)
     if not new_stack:  # after the env's module, which may register the model by its name
-        _register_old_stack_model(config, search[0])
+        _register_old_stack_model(stack.config, search[0])
     return Restored(
         checkpoint=checkpoint,
         algorithm=algorithm,
         new_stack=new_stack,
-        config=config,
+        config=stack.config,
         env=resolved,
         env_config={**base_config, **(env_config or {})},
         multi_agent=stack.multi_agent,
         search_paths=search,
         worker_state=stack.worker_state,
     )
+
+
+def _check_algorithm(asked: str | None, algorithm: str) -> None:
+    """An algorithm asked for must be the one the checkpoint was trained with (in any case)."""
+    if asked and asked.upper() != algorithm.upper():
+        raise UserError(
+            f"{asked} does not match the checkpoint, which was trained with {algorithm}",
+            f"name {algorithm}, or none: the checkpoint knows its algorithm",
+            ALGORITHM,
+        )
+
+
+def _evaluation_env(stack: _Stack, env: str | None) -> tuple[Any, dict[str, Any]]:
+    """The env and env_config of the run's ``evaluation_config`` (an ``env`` asked for wins), its
+    env_config merged over training's as RLlib merges them."""
+    config = stack.config
+    settings = dict(
+        (config.get("evaluation_config") if isinstance(config, dict) else config.evaluation_config) or {}
+    )
+    if not settings.get("env") and not settings.get("env_config"):
+        raise UserError(
+            "the checkpoint's run has no evaluation_config env or env_config",
+            "play training's env instead (the default)",
+            EVALUATION_ENV,
+        )
+    return env or settings.get("env"), merge(stack.env_config, dict(settings.get("env_config") or {}))
+
+
+def _resolved_env(info: dict[str, Any], env: Any, stack: _Stack, search: list[Path]) -> ResolvedEnv:
+    """The env asked for, else training's: as the manifest records it, with the wrappers its config
+    keys asked for (an env asked for gets none), else as the config names it."""
+    wrapped = info.get("env_wrapped") if env is None else None
+    env_ref = env or (wrapped or {}).get("env") or info.get("env") or stack.env_ref
+    resolved = resolve_env(env_ref if isinstance(env_ref, str) else None, search)
+    if wrapped:
+        resolved = resolved.wrapped(EnvWrappers.from_dict(wrapped))
+    return resolved
 
 
 @dataclass
@@ -284,7 +294,7 @@ def _register_old_stack_model(config: dict[str, Any], yaml_dir: Path) -> None:
         return
     from ray.rllib.models import ModelCatalog
 
-    from envsdk.envs.plugins import load_model, plugin_name, search_path
+    from envsdk.networks.plugins import load_model, plugin_name, search_path
 
     plugin = load_model(plugin_name(name), search_path(yaml_dir))
     ModelCatalog.register_custom_model(name, plugin.cls)

@@ -39,12 +39,13 @@ import torch
 from envsdk.errors import UserError
 from envsdk.evaluation.onnx_export import PolicyNet, allowing_masks, policy_nets
 from envsdk.evaluation.restore import Restored
-from envsdk.training.self_play import SelfPlayMapping
+from envsdk.training.hooks.self_play import SelfPlayMapping
 from unity_bridge.brains import INDEX, MASKS
 from unity_bridge.settings import CLIP, LaunchSettings, continuous_mapping, to_unity_range
 from unity_bridge.targets import DEFAULT_TARGET, TARGETS, UnityTarget, target_problems
 
 MODEL_VERSION = 3
+SUBJECT = "Unity brain export"  # what refuses, in this layer's words; the command line names its flag
 FORBIDDEN = -1e9  # a masked choice's logit: never the argmax, never sampled
 _ALLOWED_INPUTS = ("action_masks", "recurrent_in", "prev_action", "epsilon", "sequence_length")
 
@@ -150,8 +151,9 @@ def _require_unity(restored: Restored) -> None:
     target = getattr(restored.env.creator, "target", None)
     if not (isinstance(target, type) and issubclass(target, UnityEnv | UnityGymEnv)):
         raise UserError(
-            f"--export-unity: this checkpoint's env ({restored.env.name}) is not a Unity game",
+            f"this checkpoint's env ({restored.env.name}) is not a Unity game",
             "use --export-onnx for a plain ONNX file",
+            SUBJECT,
         )
 
 
@@ -190,15 +192,18 @@ def export_brains(
     _require_unity(restored)
     if not restored.new_stack:
         raise UserError(
-            "--export-unity takes new API stack checkpoints", "retrain with RLlib's new API stack"
+            "brains are exported from new API stack checkpoints",
+            "retrain with RLlib's new API stack",
+            SUBJECT,
         )
     nets = policy_nets(restored)
     for pid, net in nets.items():
         module = getattr(net, "module", None)
         if module is not None and module.is_stateful():
             raise UserError(
-                f"--export-unity: policy '{pid}' is recurrent, and brains with memory are not exported yet",
+                f"policy '{pid}' is recurrent, and brains with memory are not exported yet",
                 "train without use_lstm to run the policy in Unity",
+                SUBJECT,
             )
     specs = brain_specs(restored)
     folder.mkdir(parents=True, exist_ok=True)
@@ -209,9 +214,10 @@ def export_brains(
         found = nets.get(spec.policy)
         if not isinstance(found, PolicyNet):
             raise UserError(
-                f"--export-unity: behavior '{spec.behavior}' is played by policy '{spec.policy}', "
+                f"behavior '{spec.behavior}' is played by policy '{spec.policy}', "
                 "which the checkpoint does not hold",
                 f"the checkpoint has: {', '.join(nets)}",
+                SUBJECT,
             )
         path = folder / f"{spec.policy}.onnx"
         _export_one(UnityBrain(found, spec).eval(), spec, path, seed, target)
@@ -269,7 +275,12 @@ def _export_one(brain: UnityBrain, spec: BrainSpec, path: Path, seed: int, targe
             problems.append(f"{name} disagrees with torch on the same inputs")
     if problems:
         tmp.unlink()
-        raise RuntimeError(f"--export-unity {path.name}: " + "; ".join(problems))
+        raise UserError(
+            f"{path.name}: " + "; ".join(problems),
+            f"the network uses what {target.name} does not load; the other Unity target may take it"
+            " (unity_bridge/targets.py lists each one's operators)",
+            SUBJECT,
+        )
     os.replace(tmp, path)
 
 

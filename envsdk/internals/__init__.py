@@ -1,11 +1,11 @@
 """Every use of a private Ray, RLlib, Tune or CPython API, in one place.
 
-Each entry says why it is needed.  ``tests/test_internals.py`` checks each
+Each entry says why it is needed.  ``tests/base/test_internals.py`` checks each
 assumption on the installed versions, so an upgrade that breaks one fails
 there by name, not somewhere inside a training run.  The versions these were
 checked against are pinned in ``pyproject.toml`` (``ray[rllib,tune]``,
 ``torch``); to try a newer Ray, change the pin and run
-``pytest tests/test_internals.py`` first (docs/development.md: "Trying a newer Ray").
+``pytest tests/base/test_internals.py`` first (docs/development.md: "Trying a newer Ray").
 
 Private *methods* that our classes override live with those classes; their
 names are listed in :data:`OVERRIDDEN` so that the test checks them too.
@@ -16,43 +16,43 @@ package's names are theirs, so that callers write ``internals.NAME`` wherever it
 
 from __future__ import annotations
 
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     ALGORITHM_STATE_FILE as ALGORITHM_STATE_FILE,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     CHECKPOINT_MARKER as CHECKPOINT_MARKER,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     CONNECTOR_DIRS as CONNECTOR_DIRS,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     ENV_RUNNER_DIR as ENV_RUNNER_DIR,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     ENV_TO_MODULE_PIECES as ENV_TO_MODULE_PIECES,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     EPISODE_CLOCKS as EPISODE_CLOCKS,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     MODEL_CONFIG_FIELD as MODEL_CONFIG_FIELD,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     MODULE_DIR as MODULE_DIR,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     MODULE_STATE_FILE as MODULE_STATE_FILE,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     PIECE_CLASS_FILE as PIECE_CLASS_FILE,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     PIECE_STATE_FILE as PIECE_STATE_FILE,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     connector_pieces as connector_pieces,
 )
-from envsdk.internals.layout import (
+from envsdk.internals.checkpoint_layout import (
     per_learner_batch_unset as per_learner_batch_unset,
 )
 from envsdk.internals.patches import (
@@ -168,6 +168,9 @@ from envsdk.internals.sampling import (
 )
 from envsdk.internals.sampling import (
     keeps_default_passes as keeps_default_passes,
+)
+from envsdk.internals.sampling import (
+    keeps_forward_of as keeps_forward_of,
 )
 from envsdk.internals.sampling import (
     module_forward as module_forward,

@@ -17,8 +17,10 @@ def convert_done_episodes_once() -> None:
     ``sample()`` call again at each env step (the loop sits inside the step loop), so a call's cost
     grows with the square of the episodes it ends: games with short episodes and many agents
     sampled several times slower.  An ended episode takes no more data, and converting one twice
-    changes nothing (tests/test_internals.py checks both), so the repeat is skipped.  Idempotent;
+    changes nothing (tests/base/test_internals.py checks both), so the repeat is skipped.  Idempotent;
     :mod:`envsdk.speedups` installs it (``episodes-converted-once``).
+
+    Upstream: RLlib 2.60.0, no upstream issue found (searched 2026-11-28).
     """
     from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
@@ -67,6 +69,8 @@ def connectors_find_their_caller_cheaply() -> None:
     builds connectors (benchmarks/speedups.py, ``connector-frames``).  The module's ``inspect`` is
     swapped for one whose ``stack()`` gives the same frames, names and line numbers without source
     context; everything else is ``inspect``'s own.  Idempotent; :mod:`envsdk.speedups` installs it.
+
+    Upstream: RLlib 2.60.0, no upstream issue found (searched 2026-11-28).
     """
     from ray.rllib.connectors import connector_v2
 
@@ -134,6 +138,8 @@ def polyak_updates_in_place() -> None:
     the same formula.  RLlib looks the function up in that
     module at every call (``ray.rllib.core.learner.utils``), so swapping it
     there reaches every learner.  Idempotent; :mod:`envsdk.speedups` installs it.
+
+    Upstream: RLlib 2.60.0, no upstream issue found (searched 2026-11-28).
     """
     global _RLLIB_POLYAK
     from ray.rllib.utils import torch_utils
@@ -177,11 +183,13 @@ def optimizers_fused_on_cpu() -> None:
     RLlib's learners build ``torch.optim.Adam`` with torch's defaults, which on CPU is the
     per-tensor Python loop, several times slower than the fused kernel for small networks, at
     every minibatch update (benchmarks/speedups.py, ``fused-adam``; SAC registers four).  The
-    fused kernel computes the same update (tests/test_internals.py compares them).  An optimizer
+    fused kernel computes the same update (tests/base/test_internals.py compares them).  An optimizer
     that states ``fused`` or ``foreach``, any other class, and weights on a GPU are left as they
     are, and so are the optimizers of a learner whose ``configure_optimizers_for_module`` is a
     user's.  Wraps ``Learner.register_optimizer``, which every learner's
     ``configure_optimizers_for_module`` calls.  Idempotent; :mod:`envsdk.speedups` installs it.
+
+    Upstream: RLlib 2.60.0, no upstream issue found (searched 2026-11-28).
     """
     from ray.rllib.core.learner.learner import Learner
 
@@ -223,6 +231,9 @@ def gradients_checked_once() -> None:
     are set and the optimizers stepped as RLlib's method then does.  Anything else (a nan or an
     infinity, a ``None`` gradient, grad scalers, torch lr schedulers, the skip option) runs
     RLlib's own method.  Idempotent; :mod:`envsdk.speedups` installs it.
+
+    Upstream: RLlib 2.60.0, no issue on the checks' cost found (searched 2026-11-28); they came with
+    ray-project/ray PR #47452 "[RLlib] Add gradient checks to avoid `nan` gradients in `TorchLearner`."
     """
     from ray.rllib.core.learner.torch.torch_learner import TorchLearner
 
@@ -256,14 +267,30 @@ def gradients_checked_once() -> None:
 # Private RLlib methods our classes override, and why.
 OVERRIDDEN = {
     "ray.rllib.env.single_agent_env_runner:SingleAgentEnvRunner._sample": (
-        "training/batched_runner.py: the sampling loop, batched "
+        "training/substitutes/sampling/batched_runner.py: the sampling loop, batched "
         "(num_timesteps, num_episodes, explore, random_actions, force_reset)"
     ),
     "ray.rllib.core.models.catalog:Catalog._get_encoder_config": (
-        "default_models/catalogs.py: the one hook of RLlib's Catalogs that chooses the encoder "
+        "networks/catalogs.py: the one hook of RLlib's Catalogs that chooses the encoder "
         "(observation_space, model_config_dict, action_space)"
     ),
     "ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module:DefaultDQNTorchRLModule._qf_forward_helper": (
-        "default_models/masking.py: Q-values of masked actions set to -inf (batch, encoder, head)"
+        "networks/masking.py: Q-values of masked actions set to -inf (batch, encoder, head)"
+    ),
+    # RLModule's passes: RLlib's documented way to write a module is to override these.
+    "ray.rllib.core.rl_module.rl_module:RLModule._forward": (
+        "networks/masking.py, evaluation/opponents.py, training/hooks/self_play.py, models/tinynet.py, "
+        "models/dodgenet.py, tests/training/substitutes/test_sampling.py: a module's one pass (batch, kwargs)"
+    ),
+    "ray.rllib.core.rl_module.rl_module:RLModule._forward_train": (
+        "networks/masking.py, training/substitutes/sac/module.py: the training pass (batch, kwargs)"
+    ),
+    "ray.rllib.core.models.base:Model._forward": (
+        "networks/encoder.py: our encoders' pass, as RLlib's Catalog models write it (input_dict, kwargs)"
+    ),
+    "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module:DefaultSACTorchRLModule"
+    "._forward_train_continuous": (
+        "tests/training/substitutes/test_sac.py: a SAC module sharing its encoder, checked against"
+        " RLlib's (batch)"
     ),
 }

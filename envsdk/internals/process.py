@@ -21,13 +21,13 @@ def run_exit_hooks() -> None:
 
 # The algorithms that, with no remote env runners or learners, make no Ray call in training,
 # checkpointing or restoring other than those ``ray.put`` calls.  IMPALA and APPO are not among them:
-# they start aggregator actors even then.  Checked per algorithm in tests/test_internals.py.
+# they start aggregator actors even then.  Checked per algorithm in tests/base/test_internals.py.
 RAY_FREE_ALGORITHMS = (
     "ray.rllib.algorithms.ppo.ppo:PPO",
     "ray.rllib.algorithms.dqn.dqn:DQN",
     "ray.rllib.algorithms.sac.sac:SAC",
-    "envsdk.training.off_policy:DQN",  # RLlib's, with transition replay
-    "envsdk.training.off_policy:SAC",
+    "envsdk.training.substitutes.replay.training_step:DQN",  # RLlib's, with transition replay
+    "envsdk.training.substitutes.replay.training_step:SAC",
 )
 
 
@@ -48,6 +48,9 @@ def without_object_store() -> Iterator[None]:
     running, ``ray.put`` hands the value back as is.  Nothing resolves it:
     a run trained this way has no remote env runner.  Any other Ray call
     starts Ray as usual, and from then on ``ray.put`` is Ray's own again.
+
+    Upstream: RLlib 2.60.0 (``EnvRunnerGroup`` puts whether or not a remote runner exists), no
+    upstream issue found (searched 2026-11-28).
     """
     import ray
 

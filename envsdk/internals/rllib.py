@@ -24,7 +24,7 @@ def env_to_module_connector(config: Any) -> Any:
 
 def module_is_stateful(algo: Any) -> bool:
     """Whether an Algorithm's module is recurrent (kept privately by DQN and SAC's setup), which
-    rules out transition replay (envsdk.training.off_policy)."""
+    rules out transition replay (envsdk.training.substitutes.replay.training_step)."""
     return bool(getattr(algo, "_module_is_stateful", False))
 
 
@@ -101,7 +101,7 @@ PRELOAD = ("torch._dynamo", "tensorboardX", "matplotlib.figure", "matplotlib.bac
 
 def runner_module_to_env(env_runner: Any) -> Any:
     """An EnvRunner's module-to-env connector pipeline (kept privately; None before it is built),
-    where the action-input check (envsdk.training.guards) goes in front of RLlib's GetActions."""
+    where the action-input check (envsdk.training.hooks.faults) goes in front of RLlib's GetActions."""
     return getattr(env_runner, "_module_to_env", None)
 
 
@@ -116,7 +116,7 @@ def module_to_env_connector(config: Any) -> Any:
 
 
 def runner_env(env_runner: Any) -> Any:
-    """The env an EnvRunner samples from.  The env guard (envsdk.envs.guard) replaces its
+    """The env an EnvRunner samples from.  The env guard (envsdk.envs.faults.guard) replaces its
     ``reset``/``step``/``close`` on the instance: RLlib's runners call them as ``self.env.step``."""
     return env_runner.env
 
@@ -138,7 +138,8 @@ def sac_losses(learner: Any) -> dict[tuple[str, str], Any]:
     """The losses RLlib's SAC learner keeps between ``compute_loss_for_module`` and ``compute_gradients``.
 
     Keys are ``(module_id, optimizer_name + "_loss")``; ``compute_gradients`` pops each one and
-    asserts the dict is empty at its end.  training/sac_learner.py sums them for one backward pass.
+    asserts the dict is empty at its end.  training/substitutes/sac/learner.py sums them for one
+    backward pass.
     """
     losses: dict[tuple[str, str], Any] = learner._temp_losses
     return losses
@@ -177,6 +178,9 @@ def replay_metrics_with_string_agent_ids(buffer: Any) -> None:
     ``get_state`` joins key paths with ``"--"``: with integer agent ids (0, 1, ...) the first
     checkpoint fails (``TypeError: sequence item 2: expected str instance, int found``).
     Only RLlib's own replay path (a recurrent module, a learner connector of the user's) has them.
+
+    Upstream: RLlib 2.60.0, no upstream issue found (searched 2026-11-28); the per-agent
+    metrics came with ray-project/ray PR #49959 "[RLlib] Offpolicy add metrics to multi-agent replay buffers."
     """
     reduce = buffer.get_metrics
     buffer.get_metrics = lambda: _string_keys(reduce())

@@ -7,10 +7,11 @@ from typing import Any
 
 class RunnerState:
     """The private state of RLlib's ``SingleAgentEnvRunner`` that a replacement of its ``_sample``
-    loop (envsdk.training.batched_runner) reads and writes, named for what the loop does with it.
+    loop (envsdk.training.substitutes.sampling.batched_runner) reads and writes, named for what the
+    loop does with it.
 
     Each member is one attribute or method of ray/rllib/env/single_agent_env_runner.py (or
-    env_runner.py) on 2.60, used as RLlib's own loop uses it; tests/test_internals.py checks them.
+    env_runner.py) on 2.60, used as RLlib's own loop uses it; tests/base/test_internals.py checks them.
     """
 
     def __init__(self, runner: Any) -> None:
@@ -138,6 +139,12 @@ def module_forward(module: Any, explore: bool) -> Any:
     once per sample instead, and calls the passes inside.
     """
     return module._forward_exploration if explore else module._forward_inference
+
+
+def keeps_forward_of(cls: type, base: type) -> bool:
+    """Whether an RLModule class keeps ``base``'s ``_forward`` (the pass RLlib's exploration,
+    inference and training passes call), not one of its own; policy_pass.py stands in for PPO's."""
+    return bool(cls._forward is base._forward)  # type: ignore[attr-defined]
 
 
 def keeps_default_passes(module: Any) -> bool:

@@ -4,7 +4,7 @@
     python -m unity_bridge.protocol.generate --check  # exit 1 if they are stale
 
 The generated modules are committed so that installing envsdk needs no
-compiler; tests/test_unity_bridge.py (test_generated_modules_are_current) runs the check.
+compiler; tests/unity_bridge/test_unity_bridge.py (test_generated_modules_are_current) runs the check.
 """
 
 from __future__ import annotations

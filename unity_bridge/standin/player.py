@@ -382,8 +382,14 @@ def main(argv: list[str] | None = None) -> int:
     log = Log(args.log_file)  # opened once: reopening would truncate what the player wrote
     if args.brain is not None:
         from unity_bridge.brains import BrainPlayer
+        from unity_bridge.errors import SettingsError
 
-        returns = Player(args, log).play(BrainPlayer(args.brain, not args.stochastic), args.episodes)
+        try:
+            brains = BrainPlayer(args.brain, not args.stochastic)
+            returns = Player(args, log).play(brains, args.episodes)
+        except SettingsError as err:  # a brain file to fix: said as the bridge's users are told, no traceback
+            print(f"error: --brain: {err}", file=sys.stderr)
+            return 2
         line = f"brain: {len(returns)} rounds, return mean {np.mean(returns):.4f}, std {np.std(returns):.4f}"
         log(line)
         print(line)

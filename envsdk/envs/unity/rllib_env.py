@@ -42,6 +42,8 @@ from unity_bridge.player import thread_limit
 from unity_bridge.settings import LaunchSettings, continuous_mapping, to_unity_range
 
 ALL = "__all__"
+# A MultiAgentEnv's step reply: observations, rewards, terminateds, truncateds and infos, by agent id.
+_Reply = tuple[dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict]]
 _THREAD_WARN_FRACTION = 0.8
 
 
@@ -296,14 +298,30 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
             return self._restart_after(err)
         return self._collect(steps)
 
-    def _collect(self, steps: list[AgentStep]) -> tuple[dict, dict, dict, dict, dict]:
-        obs: dict[str, Any] = {}
-        rewards: dict[str, float] = {}
-        terminated: dict[str, bool] = {}
-        truncated: dict[str, bool] = {}
-        infos: dict[str, dict] = {}
-        ended = [s for s in steps if s.done and agent_key(s.behavior, s.agent_id) in self._live]
+    def _collect(self, steps: list[AgentStep]) -> _Reply:
+        """RLlib's step reply from the agents the game reports: those of the episode that ended, those
+        asking for a decision, and whether the episode ends (its round is over, a relay, or the horizon)."""
+        reply: _Reply = ({}, {}, {}, {}, {})
+        obs, _, terminated, truncated, _ = reply
+        round_over = self._end_agents(steps, reply)
         asking = [s for s in steps if not s.done]
+        self._t += 1
+        relay, cut = self._relay_or_horizon(round_over, asking)
+        if round_over or relay:
+            self._carry = [s for s in asking if agent_key(s.behavior, s.agent_id) not in obs]
+        if not round_over:  # else they all start the next episode
+            self._ask_agents(asking, relay, reply)
+        if cut or relay:
+            self._truncate_live(reply)
+        terminated[ALL] = round_over
+        truncated[ALL] = cut or relay
+        self.agents = sorted(self._live)  # type: ignore[assignment]  # RLlib: list[Hashable | str]
+        return reply
+
+    def _end_agents(self, steps: list[AgentStep], reply: _Reply) -> bool:
+        """Put the live agents that ended in ``reply``; whether that ends the round (none is left)."""
+        obs, rewards, terminated, truncated, infos = reply
+        ended = [s for s in steps if s.done and agent_key(s.behavior, s.agent_id) in self._live]
         for step in ended:
             key = agent_key(step.behavior, step.agent_id)
             obs[key], rewards[key], infos[key] = self._obs(step), self._reward(step), self._info(step)
@@ -311,31 +329,38 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
             self._live.discard(key)
             self._starters.discard(key)
             self._last_obs.pop(key, None)
-        round_over = bool(ended) and not self._live
-        asking_keys = {agent_key(s.behavior, s.agent_id) for s in asking}
-        relay = not round_over and not self._starters and self._live <= asking_keys
-        self._t += 1
-        if round_over or relay:
-            self._carry = [s for s in asking if agent_key(s.behavior, s.agent_id) not in obs]
+        return bool(ended) and not self._live
+
+    def _relay_or_horizon(self, round_over: bool, asking: list[AgentStep]) -> tuple[bool, bool]:
+        """How the episode ends here though its round goes on, as (relay, cut): a relay where every agent
+        it started with has ended and every live one asks for a decision, else cut at the horizon."""
+        if round_over:
+            return False, False
+        relay = not self._starters and self._live <= {agent_key(s.behavior, s.agent_id) for s in asking}
+        horizon = self.settings.episode_horizon
+        cut = not relay and horizon is not None and self._t >= horizon
+        return relay, cut
+
+    def _ask_agents(self, asking: list[AgentStep], relay: bool, reply: _Reply) -> None:
+        """Put the agents asking for a decision in ``reply``, as live agents of this episode; at a
+        relay only those already live (the others start the next episode)."""
+        obs, rewards, _, _, infos = reply
         for step in asking:
             key = agent_key(step.behavior, step.agent_id)
-            if round_over or (relay and key not in self._live):
-                continue  # starts the next episode
+            if relay and key not in self._live:
+                continue
             obs[key], rewards[key], infos[key] = self._obs(step), self._reward(step), self._info(step)
             self._live.add(key)
             self._last_obs[key] = obs[key]
-        horizon = self.settings.episode_horizon
-        cut = not round_over and not relay and horizon is not None and self._t >= horizon
-        if cut or relay:  # every live agent gets its last observation (ray #49381)
-            for key in self._live:
-                obs.setdefault(key, self._last_obs[key])
-                rewards.setdefault(key, 0.0)
-                truncated[key], terminated[key] = True, False
-            self._live.clear()
-        terminated[ALL] = round_over
-        truncated[ALL] = cut or relay
-        self.agents = sorted(self._live)  # type: ignore[assignment]  # RLlib: list[Hashable | str]
-        return obs, rewards, terminated, truncated, infos
+
+    def _truncate_live(self, reply: _Reply) -> None:
+        """Truncate every live agent, each with its last observation (ray #49381)."""
+        obs, rewards, terminated, truncated, _ = reply
+        for key in self._live:
+            obs.setdefault(key, self._last_obs[key])
+            rewards.setdefault(key, 0.0)
+            truncated[key], terminated[key] = True, False
+        self._live.clear()
 
     def _restart_after(self, err: PlayerError) -> tuple[dict, dict, dict, dict, dict]:
         """Replace a crashed or hung player and end the episode as truncated, if the limits allow."""

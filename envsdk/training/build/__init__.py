@@ -9,14 +9,14 @@ Every config key a YAML file may hold is handled in this module:
   become Tune search spaces;
 * ``env``/``env_config`` pick the environment (:mod:`envsdk.envs.registry`);
 * ``model: {custom_model: NAME, custom_model_config: {...}}`` loads a plugin
-  (:mod:`envsdk.envs.plugins`); other ``model`` keys become the new stack's
+  (:mod:`envsdk.networks.plugins`); other ``model`` keys become the new stack's
   ``model_config``;
 * ``curriculum: module.fn`` installs :func:`envsdk.envs.curriculum.apply_curriculum`;
 * ``policies`` (a list of ids), ``policy_mapping_fn`` (an import path) and
   ``policies_to_train`` go to ``config.multi_agent``; the Ray 1.x
   ``multiagent: {...}`` sub-dict is flattened into them;
 * ``self_play: {...}`` (:mod:`envsdk.config.self_play`) sets up the opponent
-  modules, the mapping and the ELO callbacks (:mod:`envsdk.training.self_play`).
+  modules, the mapping and the ELO callbacks (:mod:`envsdk.training.hooks.self_play`).
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from envsdk.config import legacy
 from envsdk.envs.checker import EnvInfo
 from envsdk.envs.registry import ResolvedEnv
 from envsdk.errors import UserError
+from envsdk.substitutions import Stock
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -59,7 +60,7 @@ class BuiltConfig:
     user_keys: set[str] = field(default_factory=set)  # config keys the YAML or --config set (2.60 names)
     sampler: str = "rllib"  # the env runners' sampling loop: "batched", or "rllib (why)"
     max_concurrent: int | None = None  # Tune trials at once, when they do not all fit (resources.fit)
-    substitutions_off: set[str] = field(default_factory=set)  # substitutions.py: those turned off
+    stock: Stock = field(default_factory=Stock)  # the switch: which substitutions are off (substitutions.py)
     # The experiment as built (config.experiment.record): checkpoints rebuild their config from it
     experiment: dict[str, Any] = field(default_factory=dict)
 

@@ -18,10 +18,10 @@ from envsdk.config.validation import (
 )
 from envsdk.config.yamlio import where_of
 from envsdk.envs.checker import AGENT, EnvInfo
-from envsdk.envs.default_models.catalogs import Q_NETWORK
-from envsdk.envs.default_models.choice import module_spec
-from envsdk.envs.plugins import load_model
 from envsdk.errors import UserError, did_you_mean
+from envsdk.networks.catalogs import Q_NETWORK
+from envsdk.networks.choice import module_spec
+from envsdk.networks.plugins import load_model
 from envsdk.notices import notice
 from envsdk.training.build.translate import search_candidates
 

@@ -15,10 +15,8 @@ from envsdk.envs.checker import AGENT, EnvInfo
 from envsdk.envs.imports import import_ref
 from envsdk.errors import UserError
 from envsdk.notices import notice
-from envsdk.training import (
-    self_play,
-)
 from envsdk.training.build.models import ModelSettings
+from envsdk.training.hooks import self_play
 
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
 
@@ -108,7 +106,8 @@ def set_up_self_play(
     env_config: dict[str, Any],
     values: LineDict,
 ) -> None:
-    """``self_play:``: opponents, mapping and ELO (:mod:`envsdk.training.self_play`) for the env's agents.
+    """``self_play:``: opponents, mapping and ELO (:mod:`envsdk.training.hooks.self_play`) for the
+    env's agents.
 
     ``env_class``: the env's class or factory (its ``self_play_teams``), or the built env."""
     where = values.where("self_play")

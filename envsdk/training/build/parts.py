@@ -22,6 +22,7 @@ from envsdk.config.yamlio import LineDict
 from envsdk.envs.base import RLlibHooks
 from envsdk.envs.checker import EnvInfo
 from envsdk.envs.registry import ResolvedEnv
+from envsdk.substitutions import Stock
 from envsdk.training.build.models import ModelSettings
 
 
@@ -42,7 +43,7 @@ class Keys:
 class OwnKeys:
     """``stage_values``: our own blocks, taken out of the values once every value is checked."""
 
-    off: frozenset[str]  # substitutions turned off (substitutions.py)
+    stock: Stock  # the switch: which substitutions are off (substitutions.py)
     self_play: SelfPlaySettings | None
     env_checks: EnvCheckSettings
     sampler: str  # the `sampler:` key as asked: "batched" or "rllib"

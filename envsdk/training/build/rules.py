@@ -15,19 +15,17 @@ from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as 
 
 from envsdk import internals, substitutions
 from envsdk.config.yamlio import LineDict
-from envsdk.envs import atari
-from envsdk.envs.atari import AtariSettings
+from envsdk.envs.adapters import atari
+from envsdk.envs.adapters.atari import AtariSettings
 from envsdk.envs.checker import EnvInfo
 from envsdk.envs.registry import ResolvedEnv
 from envsdk.errors import UserError
 from envsdk.notices import notice
-from envsdk.training import (
-    observation_filter,
-    reward_normalization,
-)
+from envsdk.substitutions import PPO_LEARNER, SAC_LEARNER, Stock
 from envsdk.training.build.translate import search_candidates
-from envsdk.training.ppo_learner import ADVANTAGE_NORMALIZATION, ADVANTAGE_NORMALIZATIONS
-from envsdk.training.sac_learner import CRITIC_LOSS, CRITIC_LOSSES
+from envsdk.training.hooks import observation_filter, reward_normalization
+from envsdk.training.substitutes.ppo.learner import ADVANTAGE_NORMALIZATION, ADVANTAGE_NORMALIZATIONS
+from envsdk.training.substitutes.sac.learner import CRITIC_LOSS, CRITIC_LOSSES
 
 
 def new_stack_settings(values: LineDict, config: AlgorithmConfig, multi_agent: bool) -> None:
@@ -100,7 +98,7 @@ def fit_replay_buffer(config: AlgorithmConfig, default_config: AlgorithmConfig, 
 
 
 def _normalize_rewards(values: LineDict, config: AlgorithmConfig, where: str) -> None:
-    """``normalize_rewards: true``: :mod:`envsdk.training.reward_normalization`'s learner piece."""
+    """``normalize_rewards: true``: :mod:`envsdk.training.hooks.reward_normalization`'s learner piece."""
     if not isinstance(config, reward_normalization.on_policy_configs()):
         raise UserError(
             f"{where}: normalize_rewards works with {', '.join(reward_normalization.ALGORITHMS)}, "
@@ -117,7 +115,7 @@ def _normalize_rewards(values: LineDict, config: AlgorithmConfig, where: str) ->
 
 def atari_preprocessing(values: LineDict, resolved: ResolvedEnv) -> AtariSettings | None:
     """The standard preprocessing for an Atari env unless ``atari_preprocessing: false``
-    (:mod:`envsdk.envs.atari`); Ray 1.x's ``model: {dim, grayscale, framestack}`` size it."""
+    (:mod:`envsdk.envs.adapters.atari`); Ray 1.x's ``model: {dim, grayscale, framestack}`` size it."""
     given = values.pop("atari_preprocessing", None)
     where = values.where("atari_preprocessing")
     ale = resolved.name.split(":")[0] == "ale_py" if resolved.creator is None else False
@@ -211,11 +209,11 @@ class LearnerChoice:
 
 LEARNER_CHOICES = (
     LearnerChoice(
-        CRITIC_LOSS, CRITIC_LOSSES, "SAC", RLlibSACTorchLearner, "sac-learner",
+        CRITIC_LOSS, CRITIC_LOSSES, "SAC", RLlibSACTorchLearner, SAC_LEARNER,
         "use 'squared' (the SAC paper's and SB3's) or 'huber' (RLlib's, the default)", "the huber loss only",
     ),
     LearnerChoice(
-        ADVANTAGE_NORMALIZATION, ADVANTAGE_NORMALIZATIONS, "PPO", RLlibPPOTorchLearner, "ppo-learner",
+        ADVANTAGE_NORMALIZATION, ADVANTAGE_NORMALIZATIONS, "PPO", RLlibPPOTorchLearner, PPO_LEARNER,
         "use 'minibatch' (SB3's and CleanRL's) or 'batch' (RLlib's, the default)",
         "the whole train batch's normalization only",
     ),
@@ -223,13 +221,13 @@ LEARNER_CHOICES = (
 
 
 def take_learner_choices(
-    values: LineDict, search: dict[tuple, Any], run: str, default_config: AlgorithmConfig, off: frozenset[str]
+    values: LineDict, search: dict[tuple, Any], run: str, default_config: AlgorithmConfig, stock: Stock
 ) -> None:
     """:data:`LEARNER_CHOICES` (``critic_loss``, ``advantage_normalization``; search spaces too)
-    moved into ``learner_config_dict``.  ``off``: the substitutions turned off."""
+    moved into ``learner_config_dict``.  ``stock``: the switch (which substitutions are off)."""
     for choice in LEARNER_CHOICES:
         if choice.key in values:
-            _take_choice(choice, values, search, run, default_config, off)
+            _take_choice(choice, values, search, run, default_config, stock)
 
 
 def _take_choice(
@@ -238,7 +236,7 @@ def _take_choice(
     search: dict[tuple, Any],
     run: str,
     default_config: AlgorithmConfig,
-    off: frozenset[str],
+    stock: Stock,
 ) -> None:
     key, where = choice.key, values.where(choice.key)
     domain = search.pop((key,), None)
@@ -256,7 +254,7 @@ def _take_choice(
             f" which this {run} config does not train with",
             f"remove {key} (or train with run: {choice.algorithm} and RLlib's {choice.algorithm} learner)",
         )
-    if choice.substitution in off and asked != [choice.choices[0]]:
+    if not stock.on(choice.substitution) and asked != [choice.choices[0]]:
         raise UserError(
             f"{where}: {key} {value!r} is computed by envsdk's {choice.algorithm} learner, which stock: (or"
             f" {substitutions.STOCK}) turns off; RLlib's own learner has {choice.rllib_has}",

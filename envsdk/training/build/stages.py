@@ -25,21 +25,13 @@ from envsdk.config.yamlio import LineDict, merge
 from envsdk.envs.base import hooks
 from envsdk.envs.checker import preflight, unbuilt
 from envsdk.envs.curriculum import apply_curriculum
-from envsdk.envs.default_models.choice import check_modules
 from envsdk.envs.imports import import_ref
-from envsdk.envs.plugins import plugin_name, search_path
 from envsdk.envs.registry import EnvWrappers, resolve_env
 from envsdk.errors import UserError
+from envsdk.networks.choice import check_modules
+from envsdk.networks.plugins import plugin_name, search_path
 from envsdk.notices import notice, quiet_rllib
-from envsdk.training import (
-    agent_metrics,
-    batched_runner,
-    env_setup,
-    episode_window,
-    guards,
-    off_policy,
-    self_play,
-)
+from envsdk.training.build import env_setup
 from envsdk.training.build.built import BuiltConfig, algorithm_class
 from envsdk.training.build.models import ModelSettings, model_settings
 from envsdk.training.build.multi_agent import multi_agent_settings, policy_of, set_up_self_play
@@ -63,11 +55,14 @@ from envsdk.training.build.translate import (
     translate,
     valid_keys,
 )
-from envsdk.training.callbacks import add_callback
-from envsdk.training.dqn_learner import DQNTorchLearner
-from envsdk.training.ppo_learner import PPOTorchLearner
-from envsdk.training.sac_learner import SACTorchLearner
-from envsdk.training.sac_module import lean_sac_module
+from envsdk.training.hooks import agent_metrics, episode_window, faults, self_play
+from envsdk.training.hooks.callbacks import add_callback
+from envsdk.training.substitutes.dqn.learner import DQNTorchLearner
+from envsdk.training.substitutes.ppo.learner import PPOTorchLearner
+from envsdk.training.substitutes.replay import training_step
+from envsdk.training.substitutes.sac.learner import SACTorchLearner
+from envsdk.training.substitutes.sac.module import lean_sac_module
+from envsdk.training.substitutes.sampling import batched_runner
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -121,13 +116,12 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     """Every value checked (evaluation_config's too), callbacks imported, our own blocks taken out."""
     values, search = keys.values, keys.search
     defaults = keys.default_config.to_dict()
-    off = frozenset(
-        substitutions.off_in_environment()
-        | substitutions.off_in_config(values.pop(substitutions.KEY, None), values.where(substitutions.KEY))
+    stock = substitutions.Stock.resolve(
+        (values.pop(substitutions.KEY, None), values.where(substitutions.KEY))
     )
     check_values(values, defaults, search, keys.spelled)
     per_learner_batch(values, search, exp.run, defaults)
-    take_learner_choices(values, search, exp.run, keys.default_config, off)
+    take_learner_choices(values, search, exp.run, keys.default_config, stock)
     if values.get("evaluation_config"):
         evaluation = evaluation_settings(values, values.lines.get("evaluation_config", 0))
         for key in ("model", "model_config"):
@@ -157,7 +151,7 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     auto_runners = values.get("num_env_runners") == "auto"
     if auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
-    return OwnKeys(off, self_play_settings, env_checks, sampler, auto_runners)
+    return OwnKeys(stock, self_play_settings, env_checks, sampler, auto_runners)
 
 
 def stage_env(exp: Experiment, keys: Keys) -> EnvPlan:
@@ -293,12 +287,12 @@ def stage_assemble(
             set_up_self_play(config, own.self_play, info, multi_agent, model, env, plan.env_config, values)
         config.validate()
         timeout_given = "sample_timeout_s" in values
-        guards.install(config, own.env_checks, values.where("env_checks"), timeout_given, own.off)
+        faults.install(config, own.env_checks, values.where("env_checks"), timeout_given, own.stock)
     except (ValueError, TypeError, KeyError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise UserError(
             f"{keys.raw.source}: RLlib rejected the config: {first}",
-            "adjust the named setting in the YAML (or the --config override)",
+            "adjust the named setting in the YAML (or where it is overridden)",
         ) from err
     if curriculum:
         import_ref(str(curriculum), plan.paths, what="curriculum function")  # fail early
@@ -317,8 +311,8 @@ def stage_hooks(
         add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
     if networks.model.old_stack:
         return  # the old stack smooths its episode metrics itself, and takes no callback functions
-    patches_off = sorted(set(substitutions.PATCHES) & own.off)
-    if speedups.wanted(set(patches_off)):  # a patch to install in each env runner's process
+    patches_off = own.stock.patches_off()
+    if speedups.wanted(own.stock):  # a patch to install in each env runner's process
         hook = (
             functools.partial(speedups.on_env_runner, off=patches_off)
             if patches_off
@@ -338,10 +332,11 @@ def stage_hooks(
 
 def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks) -> str:
     """``sampler:``: single-agent env runners sample with the batched loop
-    (:mod:`envsdk.training.batched_runner`) unless the config needs RLlib's, which a notice names.
+    (:mod:`envsdk.training.substitutes.sampling.batched_runner`) unless the config needs RLlib's,
+    which a notice names.
     Returns what the env runners use: "batched", or "rllib (why)"."""
-    if "batched-sampler" in own.off:
-        return "rllib (stock: batched-sampler off)"
+    if not own.stock.on(substitutions.BATCHED_SAMPLER):
+        return f"rllib (stock: {substitutions.BATCHED_SAMPLER} off)"
     if own.sampler == "rllib" or networks.model.old_stack:
         return "rllib"
     if config.env_runner_cls is not None:
@@ -369,9 +364,9 @@ def stage_check_modules(config: AlgorithmConfig, started: StartedEnv, networks: 
 # backward pass where it gives the same gradients, PPO's with the first epoch's minibatches shuffled
 # too, DQN's with the config's adam_epsilon in its optimizer.
 OUR_LEARNERS: dict[type, tuple[str, type]] = {
-    RLlibSACTorchLearner: ("sac-learner", SACTorchLearner),
-    RLlibPPOTorchLearner: ("ppo-learner", PPOTorchLearner),
-    RLlibDQNTorchLearner: ("dqn-learner", DQNTorchLearner),
+    RLlibSACTorchLearner: (substitutions.SAC_LEARNER, SACTorchLearner),
+    RLlibPPOTorchLearner: (substitutions.PPO_LEARNER, PPOTorchLearner),
+    RLlibDQNTorchLearner: (substitutions.DQN_LEARNER, DQNTorchLearner),
 }
 
 
@@ -389,12 +384,12 @@ def stage_finish(
 ) -> BuiltConfig:
     """Our DQN/SAC in place of RLlib's (transition replay, one backward pass, lean module), our PPO
     and DQN learners in place of RLlib's (the first epoch shuffled; adam_epsilon used); the record."""
-    if "transition-replay" not in own.off:
-        algo_class = off_policy.REPLACEMENTS.get(algo_class, algo_class)
+    if own.stock.on(substitutions.TRANSITION_REPLAY):
+        algo_class = training_step.REPLACEMENTS.get(algo_class, algo_class)
     substitution, ours = OUR_LEARNERS.get(config.learner_class, ("", None))
-    if ours is not None and substitution not in own.off and config.enable_rl_module_and_learner:
+    if ours is not None and own.stock.on(substitution) and config.enable_rl_module_and_learner:
         config.training(learner_class=ours)
-    if "sac-module" not in own.off and config.enable_rl_module_and_learner:
+    if own.stock.on(substitutions.SAC_MODULE) and config.enable_rl_module_and_learner:
         lean_sac_module(config)
     if config.enable_rl_module_and_learner:
         read_by_learner: frozenset[str] = getattr(config.learner_class, "READS_UNREAD_KEYS", frozenset())
@@ -415,5 +410,5 @@ def stage_finish(
         user_keys=set(keys.user_keys),
         sampler=sampler,
         experiment=record(exp, keys.raw),
-        substitutions_off=set(own.off),
+        stock=own.stock,
     )

@@ -19,9 +19,7 @@ from envsdk.config.yamlio import LineDict, merge
 from envsdk.envs.imports import import_ref
 from envsdk.errors import UserError, closest
 from envsdk.notices import notice
-from envsdk.training import (
-    env_setup,
-)
+from envsdk.training.build import env_setup
 
 _MISSING = object()
 

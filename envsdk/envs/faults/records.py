@@ -1,0 +1,23 @@
+"""The faults an env commits while it trains, as the guard (:mod:`envsdk.envs.faults.guard`) and the stall
+watchdog (:mod:`envsdk.envs.faults.stall_watch`) name them: each message says which env, runner, sub-env,
+agent and step, and what to do."""
+
+from __future__ import annotations
+
+from envsdk.errors import RunFault
+
+
+class EnvFault(RunFault):
+    """An env did something nothing can learn from; the message names it and what to do."""
+
+
+class ObservationFault(EnvFault):
+    """An observation that does not fit its space, or is NaN or infinite."""
+
+
+class RewardFault(EnvFault):
+    """A NaN or infinite reward."""
+
+
+class EnvStalled(EnvFault):
+    """An env call that did not return within the stall bound."""
