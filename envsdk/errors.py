@@ -11,7 +11,8 @@ from __future__ import annotations
 import difflib
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 from envsdk.internals import run_exit_hooks
 
@@ -38,6 +39,20 @@ class UserError(Exception):
 
     def __str__(self) -> str:
         return self.message if not self.hint else f"{self.message}\n  fix: {self.hint}"
+
+
+@contextmanager
+def said_under(flags: str | Mapping[str, str]) -> Iterator[None]:
+    """The command line's words for a lower layer's refusal: a :class:`UserError` raised inside is
+    raised again :meth:`~UserError.under` the flag the user typed.  ``flags``: that flag, for every
+    refusal inside; or the flag each subject stands for, other refusals passing as they are."""
+    try:
+        yield
+    except UserError as err:
+        flag = flags if isinstance(flags, str) else flags.get(err.subject or "")
+        if flag is None:
+            raise
+        raise err.under(flag) from err
 
 
 class RunFault(RuntimeError):

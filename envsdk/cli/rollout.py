@@ -19,7 +19,7 @@ from typing import Any
 import envsdk
 from envsdk import speedups
 from envsdk.config.yamlio import parse_scalar
-from envsdk.errors import UserError, exit_now, run_cli
+from envsdk.errors import UserError, exit_now, run_cli, said_under
 from envsdk.notices import notice, quiet_rllib
 from envsdk.substitutions import Stock
 from unity_bridge.targets import DEFAULT_TARGET, TARGETS
@@ -317,21 +317,14 @@ def _restore(args: argparse.Namespace) -> tuple[Path, Any, Any]:
     print(f"checkpoint: {found.checkpoint} ({found.why})")
     speedups.install_for_command(_stock(found.checkpoint, recorded_stock))  # the run's stock: too
     env_config = _env_config(args.env_config)
-    try:
+    with said_under({ALGORITHM: "--run", EVALUATION_ENV: "--eval-env"}):
         restored = load(found.checkpoint, args.run, args.env, env_config, args.eval_env)
-    except UserError as err:  # a refusal of --run's or --eval-env's value is said under the flag
-        flag = {ALGORITHM: "--run", EVALUATION_ENV: "--eval-env"}.get(err.subject or "")
-        if flag is None:
-            raise
-        raise err.under(flag) from err
     opponent = None
     if args.opponent is not None or args.team is not None or restored.new_stack:  # old stack: no modules
-        from envsdk.evaluation.opponents import CHOICE, chosen
+        from envsdk.evaluation.opponents import CHOICE, TEAM, chosen
 
-        try:
+        with said_under({CHOICE: "--opponent", TEAM: "--team"}):
             opponent = chosen(args.opponent, restored.module_dir, args.team)
-        except UserError as err:  # said about the opponent or the team: under the flag typed
-            raise err.under("--opponent" if err.subject == CHOICE else "--team") from err
     if opponent is not None:
         side = f"the trained policy plays team {opponent.team}, " if opponent.team is not None else ""
         print(f"self-play: {side}the other teams play {opponent}")
@@ -347,10 +340,8 @@ def _export(args: argparse.Namespace, restored: Any) -> None:
     if args.export_onnx:
         from envsdk.evaluation.onnx_export import export
 
-        try:
+        with said_under("--export-onnx"):
             written = export(restored, Path(args.export_onnx).resolve())
-        except UserError as err:
-            raise err.under("--export-onnx") from err
         for pid, path in written.items():
             print(f"onnx: {path} (policy {pid}; checked against torch with onnxruntime)")
     if args.export_unity:
@@ -358,10 +349,8 @@ def _export(args: argparse.Namespace, restored: Any) -> None:
 
         folder = Path(args.export_unity).resolve()
         target = TARGETS[args.unity_target]
-        try:
+        with said_under("--export-unity"):
             brains = export_brains(restored, folder, target=target)
-        except UserError as err:
-            raise err.under("--export-unity") from err
         for behavior, path in brains.items():
             print(
                 f"unity brain: {behavior} -> {path} (ML-Agents model version 3, opset {target.opset} for"
@@ -376,14 +365,11 @@ def _play(args: argparse.Namespace, restored: Any, opponent: Any, staging: Path 
     frames = _probe_frames(restored, flag) if staging is not None else None
     workers = args.num_workers or (1 if args.num_gpus else 0)
     if workers:
+        from envsdk.cluster.ray_session import SUBJECT as JOINING
         from envsdk.cluster.ray_session import start_ray
 
-        try:
+        with said_under({JOINING: "--ray-address"} if args.ray_address else {}):
             start_ray(args.ray_address, code_paths=[*restored.search_paths, Path.cwd()])
-        except UserError as err:  # joining the cluster at the address given
-            if args.ray_address:
-                raise err.under("--ray-address") from err
-            raise
     elif args.num_gpus:
         notice("--num-gpus: evaluating on one Ray worker that holds the GPU")
 
@@ -439,10 +425,8 @@ def _probe_frames(restored: Any, flag: str) -> tuple[str, tuple]:
         spaces = env.observation_spaces if restored.multi_agent else {AGENT: env.observation_space}
         space = next(iter(spaces.values()))
         env.reset(seed=0)
-        try:
+        with said_under(flag):
             return frame_source(env, space)
-        except UserError as err:
-            raise err.under(flag) from err
     finally:
         env.close()
 

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from envsdk.config.yamlio import parse_scalar
-from envsdk.errors import UserError
+from envsdk.errors import said_under
 
 
 def _parser(prog: str, description: str, examples: str) -> argparse.ArgumentParser:
@@ -74,12 +74,8 @@ def export(argv: list[str], prog: str = "envsdk export") -> int:
     args = p.parse_args(argv)
     from envsdk.cli import rollout
 
-    try:
+    with said_under({"--export-onnx": prog}):  # the user typed no --export-onnx; the rest as rollout said
         return rollout.main([args.checkpoint, "--export-onnx", args.file], prog=prog)
-    except UserError as err:
-        if err.subject != "--export-onnx":  # not the export's: said as rollout.py said it
-            raise
-        raise err.under(prog) from err  # the user typed no --export-onnx
 
 
 def completion(argv: list[str], prog: str = "envsdk completion") -> int:

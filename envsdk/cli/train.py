@@ -20,7 +20,7 @@ import envsdk
 from envsdk import internals, speedups, substitutions
 from envsdk.config import legacy
 from envsdk.config.yamlio import LineDict, parse_scalar
-from envsdk.errors import UserError, exit_now, run_cli
+from envsdk.errors import UserError, exit_now, run_cli, said_under
 from envsdk.notices import notice
 
 if TYPE_CHECKING:
@@ -311,7 +311,7 @@ def _start(args: argparse.Namespace, pairs: list[tuple[Any, Any]]) -> bool:
     if with_ray:
         preload = threading.Thread(target=_preload, daemon=True)
         preload.start()
-        try:
+        with said_under({JOINING: "--ray-address"} if args.ray_address else {}):
             start_ray(
                 args.ray_address,
                 num_cpus=args.ray_num_cpus,
@@ -320,10 +320,6 @@ def _start(args: argparse.Namespace, pairs: list[tuple[Any, Any]]) -> bool:
                 temp_dir=args.temp_dir,
                 code_paths=sorted({p for _, b in pairs for p in b.search_paths} | {Path.cwd()}),
             )
-        except UserError as err:
-            if not args.ray_address or err.subject != JOINING:
-                raise
-            raise err.under("--ray-address") from err
         preload.join()
     return with_ray
 
@@ -377,7 +373,7 @@ def _run_one(exp: Any, built: Any, args: argparse.Namespace, with_ray: bool, pai
     )
     for line in built.models:
         print(f"[{exp.name}] model {line}")
-    try:
+    with said_under({RESTORING: "--restore"}):
         return run_experiment(
             exp,
             built,
@@ -386,10 +382,6 @@ def _run_one(exp: Any, built: Any, args: argparse.Namespace, with_ray: bool, pai
             restore=args.restore,
             painter=painter,
         )
-    except UserError as err:
-        if err.subject != RESTORING:
-            raise
-        raise err.under("--restore") from err
 
 
 def _needs_ray(exp: Any, built: Any) -> bool:
