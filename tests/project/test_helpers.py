@@ -11,7 +11,10 @@ from tests.helpers import PLAYERS, ROOT, WORKER, processes_mentioning
 
 
 def _sleeper(token: str, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", token], env=env)
+    """A process that says when it runs: the parent learns exec succeeded before the kernel has set
+    the new command line up, so a look at /proc right after Popen may not see ``token`` yet."""
+    code = "import time; print('running', flush=True); time.sleep(60)"
+    return subprocess.Popen([sys.executable, "-c", code, token], env=env, stdout=subprocess.PIPE, text=True)
 
 
 def test_process_checks_see_this_workers_processes_and_no_other_workers():
@@ -19,6 +22,8 @@ def test_process_checks_see_this_workers_processes_and_no_other_workers():
     others = {**os.environ, "PYTEST_XDIST_WORKER": f"{WORKER}-other"}
     started = [_sleeper(token, dict(os.environ)), _sleeper(token, others)]
     try:
+        for proc in started:
+            assert proc.stdout is not None and proc.stdout.readline() == "running\n"
         found = set(processes_mentioning(token))
         assert started[0].pid in found  # what this worker started (and what that starts) counts
         assert (started[1].pid in found) == (not WORKER)  # another worker's process does not
