@@ -16,9 +16,15 @@ from ray import tune
 
 RETURN = "env_runners/episode_return_mean"
 EVAL_RETURN = "evaluation/env_runners/episode_return_mean"  # offline algorithms' only return
+# The mean return per agent-episode, as mlagents-learn's "Mean Reward" (multi-agent envs; RETURN sums
+# an episode's agents): envsdk.training.hooks.agent_metrics, over the episodes RETURN averages.
+AGENT_RETURN_MEAN = "agent_return_mean"
+MODULE_AGENT_RETURN_MEAN = "module_agent_return_mean"  # per module: module id -> mean
+AGENT_RETURN = f"env_runners/{AGENT_RETURN_MEAN}"
 STEPS = "num_env_steps_sampled_lifetime"
 HEALTH = "env_runner_health"  # added by envsdk.training.hooks.restarts when remote env runners fail
 SELF_PLAY = "self_play"  # added by envsdk.training.hooks.self_play: per policy, its ELO and games
+CURRICULUM = "curriculum"  # added by envsdk.training.hooks.lessons: per parameter, its lesson and value
 
 
 def lookup(result: dict[str, Any], path: str) -> Any:
@@ -84,12 +90,17 @@ def format_line(name: str, result: dict[str, Any], stop: dict[str, Any]) -> str:
         return_text(mean_return(result), int(steps)),
         f"{rate:,.0f} steps/s",
     ]
+    per_agent = lookup(result, AGENT_RETURN)
+    if isinstance(per_agent, int | float) and not math.isnan(per_agent):
+        parts.insert(3, f"per agent {per_agent:.2f}")
     eta = eta_seconds(result, stop)
     if eta is not None:
         parts.append(f"~{fmt_duration(eta)} left")
     if RETURN in stop:
         parts.append(f"target {stop[RETURN]}")
-    for note in (self_play_note(result), health_note(result)):
+    if AGENT_RETURN in stop:
+        parts.append(f"target per agent {stop[AGENT_RETURN]}")
+    for note in (self_play_note(result), lessons_note(result), health_note(result)):
         if note:
             parts.append(note)
     return " | ".join(parts)
@@ -107,6 +118,19 @@ def self_play_note(result: dict[str, Any]) -> str | None:
             rate = f" (won {won:.2f})" if isinstance(won, float) and not math.isnan(won) else ""
             notes.append(f"elo {policy} {stats['elo']:.0f}{rate}")
     return ", ".join(notes) or None
+
+
+def lessons_note(result: dict[str, Any]) -> str | None:
+    """``lessons wall 2 (4.5), mass 0 (3)``: each environment parameter's lesson index and value."""
+    block = result.get(CURRICULUM)
+    if not isinstance(block, dict):
+        return None
+    shown = [
+        f"{name} {stats['lesson']} ({stats['value']:g})"
+        for name, stats in block.items()
+        if isinstance(stats, dict) and "lesson" in stats
+    ]
+    return f"lessons {', '.join(shown)}" if shown else None
 
 
 def health_note(result: dict[str, Any]) -> str | None:

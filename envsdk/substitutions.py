@@ -50,6 +50,7 @@ SAC_MODULE = "sac-module"
 IN_PROCESS_TRIAL = "in-process-trial"
 ENV_GUARD = "env-guard"
 ACTION_INPUT_CHECK = "action-input-check"
+AGENT_STEP_CLOCK = "agent-step-clock"
 CONNECTOR_FRAMES = "connector-frames"
 POLYAK_IN_PLACE = "polyak-in-place"
 FUSED_ADAM = "fused-adam"
@@ -142,6 +143,14 @@ TABLE: dict[str, Substitution] = {
             "envsdk/training/hooks/faults.py",
             "a feature, not speed (benchmarks/env_checks.py)",
             "nan/inf in the policy's action distribution named once, where it starts",
+        ),
+        Substitution(
+            AGENT_STEP_CLOCK,
+            "wrapper",
+            "the timesteps training_step hands LearnerGroup.update (count_steps_by: agent_steps only)",
+            "envsdk/training/hooks/agent_step_clock.py",
+            "a fix of behaviour, not speed: Ray 1.x's global timestep",
+            "lr, entropy_coeff and target-update schedules counted in agent steps, not env steps",
         ),
         Substitution(
             CONNECTOR_FRAMES,

@@ -27,6 +27,7 @@ from unity_bridge.display import VirtualDisplay, child_environment, needs_virtua
 from unity_bridge.errors import LaunchError, PlayerClosed, PlayerError, PlayerTimeout, VersionMismatch
 from unity_bridge.player import PlayerProcess, ProcessStats, command_line, find_executable
 from unity_bridge.protocol import communicator_objects_pb2 as pb
+from unity_bridge.samplers import Sampler, with_seeds
 from unity_bridge.settings import LaunchSettings
 
 
@@ -124,6 +125,9 @@ class UnityEnvironment:
         self._asked: dict[str, list[int]] = {}  # agents that asked for a decision, in wire order
         self._actions: dict[str, dict[int, Action]] = {}
         self._outgoing: list[tuple[uuid.UUID, bytes]] = []
+        # What the game was last sent per environment parameter, sent again to a restarted player.
+        # Samplers without a seed get one from the handshake seed, as mlagents-learn's from its run seed.
+        self.parameters: dict[str, float | Sampler] = with_seeds(settings.env_parameters, settings.seed)
         self._display: VirtualDisplay | None = None
         self._player: PlayerProcess | None = None
         self._comm: Communicator | None = None
@@ -236,7 +240,7 @@ class UnityEnvironment:
             capture_frame_rate=s.capture_frame_rate,
         ):
             self._outgoing.append((side_channels.ENGINE_CONFIGURATION, payload))
-        for key, value in s.env_parameters.items():
+        for key, value in self.parameters.items():
             self.set_parameter(key, value)
 
     def close(self) -> None:
@@ -274,11 +278,11 @@ class UnityEnvironment:
 
     # ---- protocol ----------------------------------------------------------
 
-    def set_parameter(self, key: str, value: float) -> None:
-        """Send a float through the environment-parameters channel with the next exchange."""
-        self._outgoing.append(
-            (side_channels.ENVIRONMENT_PARAMETERS, side_channels.float_parameter(key, value))
-        )
+    def set_parameter(self, key: str, value: float | Sampler) -> None:
+        """Send a number or a sampler through the environment-parameters channel with the next
+        exchange (a sampler as a sampler: the game draws from it each time it reads ``key``)."""
+        self.parameters[key] = value if isinstance(value, Sampler) else float(value)
+        self._outgoing.append((side_channels.ENVIRONMENT_PARAMETERS, side_channels.parameter(key, value)))
 
     def set_actions(self, behavior: str, actions: dict[int, Action]) -> None:
         self._actions.setdefault(behavior, {}).update(actions)

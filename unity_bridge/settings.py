@@ -10,6 +10,7 @@ from typing import Any
 
 from unity_bridge.errors import SettingsError
 from unity_bridge.player import PLAYER_PATH_ENV, find_executable
+from unity_bridge.samplers import Sampler, parse_parameter
 
 # Env runners x their games get distinct port offsets: worker_id = worker_index * stride + slot.
 PORT_STRIDE = 32
@@ -61,7 +62,8 @@ class LaunchSettings:
     quality_level: int = 1
     target_frame_rate: int = -1
     capture_frame_rate: int = 60
-    env_parameters: dict[str, float] = field(default_factory=dict)
+    # name -> a number or an mlagents-learn sampler mapping (unity_bridge.samplers), parsed by _check
+    env_parameters: dict[str, float | Sampler] = field(default_factory=dict)
     # name -> [[timesteps, value], ...]; applied with `curriculum: unity_bridge.schedule.parameter_schedule`
     parameter_schedule: dict[str, list[list[float]]] = field(default_factory=dict)
     additional_args: list[str] = field(default_factory=list)
@@ -91,6 +93,8 @@ class LaunchSettings:
         try:
             settings = cls(**values, display=os.environ.get("DISPLAY"))
             settings._check()
+        except SettingsError as err:  # says its own fix
+            raise SettingsError(f"env_config: {err.message}", err.hint) from err
         except (TypeError, ValueError) as err:
             raise SettingsError(f"env_config: {err}", "see docs/unity.md for each key") from err
         return settings
@@ -123,9 +127,11 @@ class LaunchSettings:
         if not isinstance(self.additional_args, list):
             raise ValueError("additional_args must be a list of strings, e.g. [-screen-fullscreen, 0]")
         if not isinstance(self.env_parameters, dict) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in self.env_parameters.values()
+            isinstance(k, str) for k in self.env_parameters
         ):
-            raise ValueError("env_parameters must map names to numbers, e.g. {difficulty: 0.5}")
+            raise ValueError("env_parameters must map names to numbers or samplers, e.g. {difficulty: 0.5}")
+        parsed = {k: parse_parameter(v, f"env_parameters.{k}") for k, v in self.env_parameters.items()}
+        object.__setattr__(self, "env_parameters", parsed)  # frozen: the parsed form replaces the YAML's
         for name, points in dict(self.parameter_schedule).items():
             if (
                 not isinstance(points, list)

@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 
 from unity_bridge.errors import ProtocolError
+from unity_bridge.samplers import GAUSSIAN, MULTIRANGE, UNIFORM, Sampler
 
 ENGINE_CONFIGURATION = uuid.UUID("e951342c-4f7e-11ea-b238-784f4387d1f7")
 ENVIRONMENT_PARAMETERS = uuid.UUID("534c891e-810f-11ea-a9d0-822485860400")
@@ -22,7 +23,8 @@ STATS = uuid.UUID("a1d8f7b7-cec8-50f9-b78b-d3e165a78520")
 # EngineConfiguration message types.
 SCREEN_RESOLUTION, QUALITY_LEVEL, TIME_SCALE, TARGET_FRAME_RATE, CAPTURE_FRAME_RATE = range(5)
 # EnvironmentParameters value types and sampler kinds.
-PARAM_FLOAT, PARAM_SAMPLER = 0, 1  # samplers are not sent: env_parameters are floats
+PARAM_FLOAT, PARAM_SAMPLER = 0, 1
+SAMPLER_KINDS = (UNIFORM, GAUSSIAN, MULTIRANGE)  # the wire's sampler type is the index here
 # Stats aggregation kinds.
 AVERAGE, MOST_RECENT, SUM, HISTOGRAM = range(4)
 
@@ -134,6 +136,38 @@ def engine_configuration(
 def float_parameter(key: str, value: float) -> bytes:
     """EnvironmentParameters payload setting ``key`` to a float."""
     return Writer().string(key).int32(PARAM_FLOAT).float32(float(value)).bytes()
+
+
+def sampler_parameter(key: str, sampler: Sampler) -> bytes:
+    """EnvironmentParameters payload giving ``key`` a sampler (the game draws from it on each read):
+    key, SAMPLER, seed, sampler type, then (min, max), (mean, st_dev) or the flattened intervals
+    as a float list, as mlagents-envs' EnvironmentParametersChannel writes them."""
+    writer = Writer().string(key).int32(PARAM_SAMPLER).int32(sampler.seed)
+    writer.int32(SAMPLER_KINDS.index(sampler.kind))
+    if sampler.kind == MULTIRANGE:
+        return writer.floats(list(sampler.values)).bytes()
+    return writer.float32(sampler.values[0]).float32(sampler.values[1]).bytes()
+
+
+def parameter(key: str, value: float | Sampler) -> bytes:
+    """The payload for a number or a sampler."""
+    return sampler_parameter(key, value) if isinstance(value, Sampler) else float_parameter(key, value)
+
+
+def read_parameter(payload: bytes) -> tuple[str, float | Sampler]:
+    """An EnvironmentParameters payload back to its key and value (what a game receives)."""
+    reader = Reader(payload)
+    key, kind = reader.string(), reader.int32()
+    if kind == PARAM_FLOAT:
+        return key, reader.float32()
+    if kind != PARAM_SAMPLER:
+        raise ProtocolError(f"environment parameter {key!r}: unknown value type {kind}")
+    seed, sampler_type = reader.int32(), reader.int32()
+    if not 0 <= sampler_type < len(SAMPLER_KINDS):
+        raise ProtocolError(f"environment parameter {key!r}: unknown sampler type {sampler_type}")
+    name = SAMPLER_KINDS[sampler_type]
+    values = reader.floats() if name == MULTIRANGE else [reader.float32(), reader.float32()]
+    return key, Sampler(name, tuple(values), seed)
 
 
 class StatsAccumulator:

@@ -261,7 +261,11 @@ def summary(records: list) -> str:
         return f"0 whole episodes{note}: raise --steps for statistics"
     returns = [r.ret for r in whole]
     lengths = [float(r.length) for r in whole]
-    return f"{len(whole)} episodes{note} | return {stats(returns)} | length {stats(lengths)}"
+    line = f"{len(whole)} episodes{note} | return {stats(returns)} | length {stats(lengths)}"
+    agents = [t.ret for r in whole for t in r.agents.values()]
+    if len(agents) > len(whole):  # several agents: the mean per agent, as mlagents-learn reports it
+        line += f" | per agent ({len(agents)}) {stats(agents)}"
+    return line
 
 
 def _place_videos(records: list, folder: Path) -> None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import envsdk
 from envsdk import internals, speedups, substitutions
 from envsdk.config import legacy
+from envsdk.cli import mlagents_flags
 from envsdk.config.yamlio import LineDict, parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli, said_under
 from envsdk.notices import notice
@@ -41,6 +42,7 @@ EXAMPLES = """examples:
   %(prog)s -f seed.yaml --config.lr=0.001 --config.model.fcnet_hiddens='[64, 64]'
   %(prog)s --run PPO --env CartPole-v1 --stop-iters 10
   %(prog)s -f old-a2c.yaml --translate-algo --dry-run
+  %(prog)s config/ppo/3DBall.yaml --env builds/3DBall --run-id first   (mlagents-learn's trainer config)
 
 Override any config key with --config.KEY=VALUE (VALUE is YAML, KEY may be dotted)."""
 
@@ -60,8 +62,13 @@ def parser(prog: str = "train.py") -> argparse.ArgumentParser:
         metavar="FILE",
         help="YAML experiment file(s); several run one after another",
     )
+    p.add_argument(
+        "trainer_config_path", nargs="?", metavar="FILE", help="as -f FILE (as mlagents-learn takes it)"
+    )
     p.add_argument("--run", help="algorithm (overrides the file's 'run')")
-    p.add_argument("--env", help="environment (overrides the file's 'env')")
+    p.add_argument(
+        "--env", help="environment (over the file's 'env'); for an mlagents-learn config, the game's build"
+    )
     p.add_argument("--local-dir", "--storage-path", dest="storage_path", help="results folder")
     p.add_argument("--temp-dir", help="Ray's session/log folder")
     p.add_argument("--checkpoint-freq", type=int, help="checkpoint every N iterations")
@@ -98,6 +105,7 @@ def parser(prog: str = "train.py") -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"%(prog)s (envsdk {envsdk.__version__})")
+    mlagents_flags.add_to(p)
     return p
 
 
@@ -124,9 +132,12 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
     flag_config = _flag_config(args)
     for exp in experiments:
         _run_as(exp, args)
-        exp.env = args.env or overrides.get("env") or exp.env  # the command line wins over the YAML
+        if exp.mlagents_keys is None:  # an mlagents-learn config's --env is its game, read in translation
+            exp.env = args.env or overrides.get("env") or exp.env  # the command line wins over the YAML
         _stop_flags(exp, args)
         _checkpoint_flags(exp, args)
+        if exp.mlagents_keys is not None:
+            _earlier_run(exp, args)
         exp.overrides = merge(overrides, flag_config)
     return experiments
 
@@ -135,8 +146,12 @@ def _experiments(args: argparse.Namespace) -> list:
     """The experiments of the ``-f`` files, or the one that ``--run`` and ``--env`` make."""
     from envsdk.config.experiment import Experiment, load_experiments
 
-    if args.config_file:
-        experiments = [exp for path in args.config_file for exp in load_experiments(path)]
+    files = [*(args.config_file or []), *([args.trainer_config_path] if args.trainer_config_path else [])]
+    if files:
+        given = mlagents_flags.given(args)
+        experiments = [exp for path in files for exp in load_experiments(path, given)]
+        if not any(exp.mlagents_keys is not None for exp in experiments):
+            mlagents_flags.refuse_without_trainer_config(args)
         _unique_names(experiments)
         return experiments
     if args.run and args.env:
@@ -160,6 +175,22 @@ def _flag_config(args: argparse.Namespace) -> dict[str, Any]:
             "(Ray 2 has no local_mode; use RAY_DEBUG=1 for breakpoints)"
         )
     return flag_config
+
+
+def _earlier_run(exp: Any, args: argparse.Namespace) -> None:
+    """mlagents-learn's rule for a run id used before: --resume continues it, --force replaces it."""
+    import shutil
+
+    folder = Path(exp.storage_path or "results").expanduser().resolve() / exp.name
+    if not folder.exists() or args.resume or args.dry_run:
+        return
+    if not getattr(args, "mlagents_force", None):
+        raise UserError(
+            f"run id '{exp.name}' has results already in {folder}",
+            "pass --resume to continue it, --force to replace them, or another --run-id",
+        )
+    notice(f"--force: replacing the earlier results of run id '{exp.name}' in {folder}")
+    shutil.rmtree(folder)
 
 
 def _run_as(exp: Any, args: argparse.Namespace) -> None:
@@ -249,6 +280,9 @@ def dry_run(exp: Any, built: Any) -> None:
         }
     }
     print(yaml.safe_dump(doc, sort_keys=False, default_flow_style=None, width=100).rstrip())
+    if exp.mlagents_keys is not None:
+        print(f"mlagents-learn's keys in {exp.source}, key by key:")
+        print("\n".join(f"  {key:<40} -> {became}" for key, became in exp.mlagents_keys))
     print("\n".join(substitutions.report(built.stock)))
 
 
@@ -276,6 +310,8 @@ def _parse(argv: list[str], prog: str) -> tuple[argparse.Namespace, dict[str, An
         notice(f"--framework {args.framework} runs as torch: RLlib 2.60 has only torch")
     if args.redis_password:
         notice("--redis-password is ignored: Ray 2 clusters need no Redis password")
+    for line in mlagents_flags.deprecated(args):
+        notice(line)
     return args, overrides
 
 

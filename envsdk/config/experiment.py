@@ -26,6 +26,9 @@ from typing import Any
 
 from envsdk.config import legacy
 from envsdk.config.loggers import parse_loggers
+from envsdk.config.mlagents.schema import is_trainer_config
+from envsdk.config.mlagents.translate import translate
+from envsdk.config.mlagents.upgrade import is_pre_1_0, upgrade
 from envsdk.config.validation import build_scheduler, parse_score_attr, parse_stop
 from envsdk.config.yamlio import LineDict, load_yaml_file
 from envsdk.errors import UserError, did_you_mean
@@ -74,6 +77,8 @@ class Experiment:
     source: Path | None = None
     overrides: dict[str, Any] = field(default_factory=dict)
     translated_from: str | None = None  # the removed algorithm --translate-algo replaced
+    # an mlagents-learn trainer config: what each of its keys became (printed by --dry-run)
+    mlagents_keys: list[tuple[str, str]] | None = None
 
     @property
     def base_dir(self) -> Path:
@@ -81,10 +86,18 @@ class Experiment:
         return self.source.parent.resolve() if self.source else Path.cwd()
 
 
-def load_experiments(path: str | Path) -> list[Experiment]:
-    """Read a YAML file holding one or more experiments."""
+def load_experiments(
+    path: str | Path, mlagents_flags: dict[str, dict[str, Any]] | None = None
+) -> list[Experiment]:
+    """Read a YAML file holding one or more experiments, or an mlagents-learn trainer config
+    (translated by :mod:`envsdk.config.mlagents`, with ``mlagents_flags`` over its settings)."""
     path = Path(path)
     data = load_yaml_file(path)
+    said = None
+    if is_pre_1_0(data):
+        data = upgrade(data)
+    if is_trainer_config(data):
+        data, said = translate(data, path, mlagents_flags)
     if not isinstance(data, LineDict) or not data:  # the loader reads every mapping as a LineDict
         raise UserError(
             f"{path}: expected a mapping of experiment names to settings",
@@ -98,6 +111,7 @@ def load_experiments(path: str | Path) -> list[Experiment]:
                 "indent run:, env: and config: under the experiment name",
             )
         experiments.append(_parse_experiment(str(name), spec, path))
+        experiments[-1].mlagents_keys = said
     return experiments
 
 

@@ -26,7 +26,8 @@ import math
 import numbers
 from typing import Any
 
-from envsdk.config import legacy
+from envsdk import progress
+from envsdk.config import environment_parameters, legacy
 from envsdk.config.yamlio import where_of
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.internals import is_deprecated_default
@@ -325,6 +326,8 @@ COMMON = {
     "env_runners/episode_len_mean",
     "env_runners/num_episodes_lifetime",
     "env_runners/num_env_steps_sampled_lifetime",
+    "env_runners/num_agent_steps_sampled_lifetime",
+    progress.AGENT_RETURN,
     "evaluation/env_runners/episode_return_mean",
     "learners/__all_modules__/num_env_steps_trained_lifetime",
 }
@@ -335,7 +338,8 @@ def metric_leaves() -> set[str]:
     from ray.rllib.utils import metrics
 
     names = {v for k, v in vars(metrics).items() if k.isupper() and isinstance(v, str)}
-    return names | {"module_episode_returns_mean", "agent_episode_returns_mean", "unity", "task"}
+    ours = {progress.AGENT_RETURN_MEAN, progress.MODULE_AGENT_RETURN_MEAN, "unity", "task"}
+    return names | {"module_episode_returns_mean", "agent_episode_returns_mean"} | ours
 
 
 def check_metric(name: Any, where: str, what: str) -> tuple[str, bool]:
@@ -353,6 +357,8 @@ def check_metric(name: Any, where: str, what: str) -> tuple[str, bool]:
     if new in TOP_LEVEL or new in COMMON:
         return new, True
     parts = new.split("/")
+    if parts[0] == environment_parameters.PROGRESS_KEY and len(parts) == 2:
+        return new, False  # policy_max_steps' progress (policy_progress/all): checked once results arrive
     leaves = metric_leaves()
     if parts[0] in NAMESPACES and len(parts) > 1:
         if parts[-1] in leaves or any(p in leaves for p in parts[1:-1]):
@@ -390,6 +396,7 @@ COUNTERS = {
     "num_agent_steps_sampled_lifetime",
     "num_env_steps_trained_lifetime",
     "env_runners/num_env_steps_sampled_lifetime",
+    "env_runners/num_agent_steps_sampled_lifetime",
     "env_runners/num_episodes_lifetime",
 }
 

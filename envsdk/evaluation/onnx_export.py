@@ -234,7 +234,7 @@ def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
         layout = layout_for(module.observation_space, module.action_space, q_values=q_values)
         dist = module.get_inference_action_dist_cls() if not layout.q_values else None
         squashed = isinstance(dist, type) and issubclass(dist, TorchSquashedGaussian)
-        obs_filter = saved_statistics(restored, module)
+        obs_filter = saved_statistics(restored, module, path.name)
         out[path.name] = PolicyNet(module, layout, bounds, squashed, obs_filter).eval()
     return out
 

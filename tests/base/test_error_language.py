@@ -251,6 +251,11 @@ FLAGS_ALLOWED = {
         "check_gpus's fix (GPU_FIX), reached from train.py only, names the flag that fakes GPUs"
     ),
     ("envsdk/config/experiment.py", "--env"): _TRAIN_ONLY + " (--env overrides both env: lines)",
+    **{
+        ("envsdk/config/mlagents/translate.py", flag): _TRAIN_ONLY
+        + " (mlagents-learn's keys whose equivalent is a train.py flag: the docs' table and the refusals)"
+        for flag in ("--restore", "--env", "--resume", "--debug", "--deterministic", "--env-args")
+    },
     ("envsdk/config/legacy.py", "--ray-num-gpus"): "_fake_gpus's notice: the YAML key's train.py replacement",
     ("envsdk/config/legacy.py", "--translate-algo"): "the docs' table of removed algorithms (legacy_table)",
     ("envsdk/config/legacy.py", "--video"): _NEXT_COMMAND + ": `rollout.py CKPT --video DIR` for monitor:",
@@ -354,15 +359,21 @@ def test_a_missing_brain_index_is_the_users_to_fix(tmp_path: Path):
 
 @pytest.mark.parametrize("flag", ["--export-unity", "--export-onnx"])
 def test_a_multi_agent_filter_is_refused_under_the_flag_typed(monkeypatch, tmp_path: Path, flag: str):
-    """The observation filter's own refusal (a multi-agent run's MeanStdFilter keeps statistics per
+    """The observation filter's own refusal (an old multi-agent run's MeanStdFilter kept statistics per
     agent), reached through rollout.py's export step, names the flag typed and not the other."""
     import argparse
+    import pickle
     from types import SimpleNamespace
+
+    from envsdk.internals import PIECE_STATE_FILE
 
     from envsdk.cli import rollout
     from envsdk.evaluation import onnx_export, unity_brain
     from envsdk.training.hooks import observation_filter
 
+    (tmp_path / PIECE_STATE_FILE).write_bytes(
+        pickle.dumps({"clip_by_value": 10.0, "agents": {}})
+    )  # per agent
     monkeypatch.setattr(observation_filter, "connector_pieces", lambda checkpoint: [checkpoint])
     monkeypatch.setattr(observation_filter, "_is_filter", lambda piece: True)  # a MeanStdFilter's state
 
@@ -385,7 +396,7 @@ def test_a_multi_agent_filter_is_refused_under_the_flag_typed(monkeypatch, tmp_p
     assert said.startswith(f"{flag}: this run's MeanStdFilter keeps statistics per agent, not per policy"), (
         said
     )
-    assert "fix: train with observation_filter: NoFilter" in said
+    assert "fix: train again (statistics are now kept per policy)" in said
     assert ({"--export-unity", "--export-onnx"} - {flag}).pop() not in said
 
 

@@ -33,6 +33,10 @@ TESTED_BY = {
     "in-process-trial": ("test_trial_runners.py", "test_in_process_and_tune_trials_write_the_same_folder"),
     "env-guard": ("test_env_faults.py", "test_each_space_kind_passes_its_values_and_names_each_fault"),
     "action-input-check": ("test_substitutions.py", "test_the_action_input_check_draws_rllibs_actions"),
+    "agent-step-clock": (
+        "test_agent_metrics.py",
+        "test_schedules_count_agent_steps_and_returns_are_per_agent",
+    ),
     "connector-frames": (
         "test_internals.py",
         "test_connectors_find_their_callers_arguments_with_the_cheap_stack",
@@ -63,7 +67,7 @@ def test_every_substitution_has_its_comparison_test() -> None:
 
 def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
     """The substitutions a built config carries, read from the config itself."""
-    from envsdk.training.hooks import faults
+    from envsdk.training.hooks import agent_step_clock, faults
     from envsdk.training.run.in_process import runs_in_process
     from envsdk.training.substitutes.dqn.learner import DQNTorchLearner
     from envsdk.training.substitutes.ppo.learner import PPOTorchLearner
@@ -91,8 +95,11 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
     created = [getattr(h, "func", h) for h in config.callbacks_on_environment_created or []]
     if faults.guard_env in created:
         found.add("env-guard")
-    if faults.arm_action_check in (config.callbacks_on_episode_created or []):
-        found.add("action-input-check")
+    hooks = {
+        "action-input-check": (faults.arm_action_check, config.callbacks_on_episode_created),
+        "agent-step-clock": (agent_step_clock.count_agent_steps, config.callbacks_on_algorithm_init),
+    }
+    found |= {name for name, (hook, given) in hooks.items() if hook in (given or [])}
     for hook in config.callbacks_on_environment_created or []:
         if getattr(hook, "func", hook) is speedups.on_env_runner:
             off = frozenset(getattr(hook, "keywords", {}).get("off", ()))
@@ -115,10 +122,13 @@ def build(monkeypatch, stock, yaml_stock=None, config="pendulum-sac"):  # type: 
     return exp, build_config(exp)
 
 
-# pendulum-sac carries every substitution but frozen-imports (train.py's import, not the config's)
-# and the PPO and DQN learners (cartpole-ppo and cartpole-dqn carry them).
+# pendulum-sac carries every substitution but frozen-imports (train.py's import, not the config's),
+# the PPO and DQN learners (cartpole-ppo and cartpole-dqn carry them) and the agent-step clock
+# (count_steps_by: agent_steps only; test_agent_metrics.py turns it off).
 IN_CONFIG = [
-    name for name in substitutions.TABLE if name not in ("frozen-imports", "ppo-learner", "dqn-learner")
+    name
+    for name in substitutions.TABLE
+    if name not in ("frozen-imports", "ppo-learner", "dqn-learner", "agent-step-clock")
 ]
 
 

@@ -237,3 +237,54 @@ def test_dqn_replays_a_unity_games_agents(train, tmp_path):
     assert float(last["replay_buffer/num_module_steps_stored/Chase"]) > 0
     assert float(last["learners/Chase/qf_loss"]) > 0
     _no_players_left(before)
+
+
+def test_chase_with_4_agents_counts_agent_steps_and_reports_the_mean_per_agent(train, tmp_path):
+    """``count_steps_by: agent_steps`` on a game that gives every agent a new id each episode, and
+    the mean return per agent-episode (mlagents-learn's "Mean Reward") beside RLlib's sum over the
+    episode's agents."""
+    before = player_pids()
+    settings = {
+        "run": "PPO",
+        "env": "unity",
+        "stop": {"training_iteration": 2, "env_runners/agent_return_mean": 2.0},
+        "config": {
+            "env_config": {
+                "file_name": "builds/Chase",
+                "no_graphics": True,
+                "additional_args": ["--agents", "4"],
+            },
+            "num_env_runners": 0,
+            "count_steps_by": "agent_steps",
+            "train_batch_size": 200,
+            "minibatch_size": 50,
+            "num_epochs": 1,
+        },
+    }
+    (tmp_path / "chase-agents.yaml").write_text(json.dumps({"chase-agents": settings}))
+    out = train("-f", str(tmp_path / "chase-agents.yaml"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    (trial,) = trial_dirs(train.results)
+    rows = progress_rows(trial)
+    assert len(rows) == 2
+    assert not [
+        k for k in rows[-1] if k.startswith("env_runners/num_agent_steps_sampled/")
+    ]  # no per-id columns
+    lifetime = 0.0
+    for row in rows:
+        agent_steps = float(row["env_runners/num_agent_steps_sampled"])
+        assert agent_steps >= 200 > float(row["env_runners/num_env_steps_sampled"])
+        lifetime += agent_steps
+        assert float(row["env_runners/num_agent_steps_sampled_lifetime"]) == lifetime
+        per_agent, summed = (
+            float(row["env_runners/agent_return_mean"]),
+            float(row["env_runners/episode_return_mean"]),
+        )
+        assert (
+            -0.3 <= per_agent <= 1.0
+        )  # an agent-episode: -0.01 a step for at most 30 steps, +1 at the target
+        assert float(row["env_runners/module_agent_return_mean/Chase"]) == per_agent
+        # The sum over an episode's agents, over agent-episodes per episode: each scene episode starts
+        # with the 4 agents, each an agent-episode of its own, and those that end are replaced.
+        assert summed / per_agent >= 4 - 1e-9
+    _no_players_left(before)

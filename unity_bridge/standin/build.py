@@ -2,8 +2,9 @@
 
 Each build is an executable ``NAME.x86_64`` that starts the stand-in player
 with this Python, so the bridge launches it exactly as it launches a Unity
-player (same path handling, same arguments).  Defaults: ``builds/Chase.x86_64``
-``builds/Dodgeball.x86_64`` and ``builds/SeekWatch.x86_64``.
+player (same path handling, same arguments).  In ``builds/`` by default: ``Chase.x86_64``,
+``Dodgeball.x86_64``, ``SeekWatch.x86_64`` and ML-Agents' example games (``3DBall.x86_64``, ...:
+``standin/examples.py``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,16 @@ BUILDS = {
     "Chase": ["--game", "chase"],
     "Dodgeball": ["--game", "dodgeball", "--agents", "2"],
     "SeekWatch": ["--game", "seekwatch"],
+    # ML-Agents' example games (standin/examples.py), named as its trainer configs name them.
+    "3DBall": ["--game", "3dball", "--agents", "12", "--max-steps", "40"],
+    "3DBallHard": ["--game", "3dballhard", "--agents", "12", "--max-steps", "40"],
+    "GridWorld": ["--game", "gridworld", "--agents", "9", "--visual", "32", "--visual-channels", "3"],
+    "WallJump": ["--game", "walljump", "--max-steps", "40"],
+    "Hallway": ["--game", "hallway", "--visual", "16"],
+    "PushBlock": ["--game", "pushblock", "--max-steps", "40"],
+    "Pyramids": ["--game", "pyramids", "--max-steps", "60"],
+    "SoccerTwos": ["--game", "soccertwos", "--agents", "2", "--max-steps", "40"],
+    "StrikersVsGoalie": ["--game", "strikersvsgoalie", "--max-steps", "40"],
 }
 
 

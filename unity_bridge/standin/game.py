@@ -13,16 +13,23 @@
   masked near the target and at the track's ends); ``Watcher`` only sees a
   camera (``--visual N``, no vector) and names the third of the track the
   target is in (Discrete(3), unmasked, +0.1 when right).  A round ends
-  when the seeker arrives or after ``max_steps``.
+  when the seeker arrives or after ``max_steps``.  Env parameter ``track_length``.
 
-Games know nothing about the protocol; ``standin.player`` serves them.
+ML-Agents' example games (3DBall, WallJump, SoccerTwos, ...) are in ``standin.examples``.
+Games read their environment parameters through :meth:`Game.parameter` when an agent's episode
+starts: a number as it was set, a sampler drawn afresh each time, as Unity's
+``EnvironmentParameters.GetWithDefault`` does.  Games know nothing about the protocol;
+``standin.player`` serves them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from unity_bridge.samplers import Sampler
 
 
 @dataclass
@@ -49,6 +56,7 @@ class Agent:
     done: bool = False
     interrupted: bool = False
     out: bool = False  # dodgeball: knocked out, waits for the round to end
+    size: float = 10.0  # the length of its track this episode, where a parameter sets it
     last_action: tuple[np.ndarray, np.ndarray] = field(
         default_factory=lambda: (np.zeros(0, np.float32), np.zeros(0, np.int64))
     )
@@ -73,11 +81,29 @@ class Game:
         self.num_agents = agents
         self.decision_period = max(1, decision_period)
         self.max_steps = max_steps
-        self.parameters: dict[str, float] = {}
+        self.parameters: dict[str, float | Sampler] = {}
+        self._sampler_rngs: dict[str, np.random.Generator] = {}
+        self.log: Callable[[str], None] = lambda line: None  # the player's log
         self.stats: list[tuple[str, float, int]] = []  # (key, value, aggregation)
         self.frame = 0
         self._next_id = 0
         self.agents: list[Agent] = []
+
+    def set_parameter(self, key: str, value: float | Sampler) -> None:
+        """What the environment-parameters channel delivered; a sampler gets its own generator seeded
+        by the sampler's seed, as Unity's SamplerFactory makes one (System.Random takes |seed|)."""
+        self.parameters[key] = value
+        if isinstance(value, Sampler):
+            self._sampler_rngs[key] = np.random.default_rng(abs(value.seed))
+
+    def parameter(self, key: str, default: float) -> float:
+        """The parameter's value for the episode starting now: a sampler draws (logged)."""
+        value = self.parameters.get(key, default)
+        if not isinstance(value, Sampler):
+            return float(value)
+        drawn = value.draw(self._sampler_rngs[key])
+        self.log(f"environment parameter {key} drawn {drawn:.4g} ({value})")
+        return drawn
 
     def new_id(self) -> int:
         self._next_id += 1
@@ -130,18 +156,14 @@ class Chase(Game):
         self.mode = actions
         self.behaviors = [Behavior("Chase", 3, continuous, branches)]
         self.agents = [Agent(slot=i, behavior="Chase") for i in range(agents)]
-        self.parameters["track_length"] = 10.0
-
-    @property
-    def length(self) -> int:
-        return max(2, int(self.parameters.get("track_length", 10.0)))
 
     def restart(self, agent: Agent) -> None:
         agent.episode_id = self.new_id()
-        agent.pos = float(self.rng.integers(0, self.length + 1))
+        agent.size = max(2, int(self.parameter("track_length", 10.0)))
+        agent.pos = float(self.rng.integers(0, agent.size + 1))
         agent.target = agent.pos
         while agent.target == agent.pos:
-            agent.target = float(self.rng.integers(0, self.length + 1))
+            agent.target = float(self.rng.integers(0, agent.size + 1))
         agent.steps, agent.done, agent.interrupted = 0, False, False
 
     def reset(self) -> None:
@@ -151,13 +173,13 @@ class Chase(Game):
             self.restart(agent)
 
     def observe(self, agent: Agent) -> np.ndarray:
-        n = self.length
+        n = agent.size
         return np.array([agent.pos / n, agent.target / n, (agent.target - agent.pos) / n], np.float32)
 
     def mask(self, agent: Agent) -> np.ndarray | None:
         if self.mode != "discrete":
             return None
-        return np.array([False, agent.pos <= 0, agent.pos >= self.length])
+        return np.array([False, agent.pos <= 0, agent.pos >= agent.size])
 
     def step(self, actions: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         for agent in self.agents:
@@ -168,7 +190,7 @@ class Chase(Game):
                 move = {0: 0.0, 1: -1.0, 2: 1.0}.get(int(disc[0]) if len(disc) else 0, 0.0)
             else:
                 move = float(cont[0]) if len(cont) else 0.0  # the player checked it is within [-1, 1]
-            agent.pos = float(np.clip(agent.pos + move, 0, self.length))
+            agent.pos = float(np.clip(agent.pos + move, 0, agent.size))
             agent.steps += 1
             agent.reward -= 0.01
             if abs(agent.pos - agent.target) < 0.5:
@@ -181,7 +203,7 @@ class Chase(Game):
         self.frame += 1
 
     def scene(self, agent: Agent) -> list[tuple[float, int]]:
-        return [(agent.target / self.length, 255), (agent.pos / self.length, 128)]
+        return [(agent.target / agent.size, 255), (agent.pos / agent.size, 128)]
 
 
 class Dodgeball(Game):
@@ -281,6 +303,7 @@ class SeekWatch(Game):
         agent.episode_id = self.new_id()
         agent.steps, agent.done, agent.interrupted = 0, False, False
         if agent.behavior == self.SEEKER:
+            self.length = float(max(4, int(self.parameter("track_length", 10.0))))
             agent.pos = float(self.rng.integers(0, int(self.length) + 1))
             self.target = agent.pos
             while abs(self.target - agent.pos) < 3:
@@ -344,4 +367,6 @@ def make_game(
         return Dodgeball(agents, seed, decision_period, max_steps)
     if name == "seekwatch":
         return SeekWatch(agents, seed, decision_period, max_steps)
-    raise SystemExit(f"stand-in: unknown game {name!r} (chase, dodgeball, seekwatch)")
+    raise SystemExit(
+        f"stand-in: unknown game {name!r} (chase, dodgeball, seekwatch, or an example of standin/examples.py)"
+    )

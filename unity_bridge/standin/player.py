@@ -33,6 +33,8 @@ import numpy as np
 from unity_bridge import side_channels
 from unity_bridge.observations import decode
 from unity_bridge.protocol import communicator_objects_pb2 as pb
+from unity_bridge.samplers import Sampler
+from unity_bridge.standin.examples import EXAMPLES
 from unity_bridge.standin.game import Game, Report, make_game
 
 if TYPE_CHECKING:
@@ -130,10 +132,16 @@ class Player:
     def __init__(self, args: argparse.Namespace, log: Log):
         self.args = args
         self.log = log
-        self.game: Game = make_game(
-            args.game, agents=args.agents, seed=args.seed, decision_period=args.decision_period,
-            max_steps=args.max_steps, actions=args.actions,
-        )  # fmt: skip
+        if args.game in EXAMPLES:
+            self.game: Game = EXAMPLES[args.game](
+                args.agents, args.seed, args.decision_period, args.max_steps
+            )
+        else:
+            self.game = make_game(
+                args.game, agents=args.agents, seed=args.seed, decision_period=args.decision_period,
+                max_steps=args.max_steps, actions=args.actions,
+            )  # fmt: skip
+        self.game.log = log
         self.specs = {b.name: b for b in self.game.behaviors}
         cameras = any(self._has_camera(b.name) for b in self.game.behaviors)
         self.camera_size = args.visual or (16 if cameras else 0)
@@ -227,14 +235,15 @@ class Player:
 
     def apply(self, rl_input: pb.UnityRLInputProto) -> None:
         for cid, payload in side_channels.unframe(rl_input.side_channel):
-            reader = side_channels.Reader(payload)
             if cid == side_channels.ENVIRONMENT_PARAMETERS:
-                key, kind = reader.string(), reader.int32()
-                if kind == side_channels.PARAM_FLOAT:
-                    self.game.parameters[key] = reader.float32()
-                    self.log(f"environment parameter {key} = {self.game.parameters[key]:g}")
+                key, value = side_channels.read_parameter(payload)
+                self.game.set_parameter(key, value)
+                if isinstance(value, Sampler):
+                    self.log(f"environment parameter {key} sampler {value} seed {value.seed}")
+                else:
+                    self.log(f"environment parameter {key} = {value:g}")
             elif cid == side_channels.ENGINE_CONFIGURATION:
-                self.log(f"engine configuration message type {reader.int32()}")
+                self.log(f"engine configuration message type {side_channels.Reader(payload).int32()}")
         if rl_input.command == pb.RESET:
             self.game.reset()
             self.silent_frames = self.args.first_decision_after
@@ -284,14 +293,16 @@ class Player:
 
     # ---- embedded brains: no trainer ------------------------------------------
 
-    def play(self, brains: BrainPlayer, rounds: int) -> list[float]:
+    def play(self, brains: BrainPlayer, rounds: int) -> tuple[list[float], list[float]]:
         """Play ``rounds`` rounds with the brains choosing every action, as a Unity build whose agents
         carry a model does.  Observations are what the wire would carry, decoded as the bridge decodes
         them; a round's return is the sum over the agent episodes that end in the same frame (what
-        RLlib reports for a multi-agent episode)."""
+        RLlib reports for a multi-agent episode).  Also each agent episode's return (what
+        mlagents-learn's mean reward averages)."""
         self.game.reset()
         running: dict[tuple[str, int], float] = {}
         returns: list[float] = []
+        agents: list[float] = []
         while len(returns) < rounds:
             message = self.output()
             command = pb.UnityRLInputProto(command=pb.STEP)
@@ -308,10 +319,11 @@ class Player:
                 if asking:
                     self._decide(brains, behavior, asking, command)
             if ended:
+                agents.extend(ended)
                 returns.append(sum(ended))
                 self.log(f"brain: round {len(returns)}: return {returns[-1]:.3f} ({len(ended)} agents)")
             self.apply(command)
-        return returns
+        return returns, agents
 
     def _decide(
         self,
@@ -386,13 +398,16 @@ def main(argv: list[str] | None = None) -> int:
 
         try:
             brains = BrainPlayer(args.brain, not args.stochastic)
-            returns = Player(args, log).play(brains, args.episodes)
+            returns, agents = Player(args, log).play(brains, args.episodes)
         except SettingsError as err:  # a brain file to fix: said as the bridge's users are told, no traceback
             print(f"error: --brain: {err}", file=sys.stderr)
             return 2
-        line = f"brain: {len(returns)} rounds, return mean {np.mean(returns):.4f}, std {np.std(returns):.4f}"
-        log(line)
-        print(line)
+        for line in (
+            f"brain: {len(returns)} rounds, return mean {np.mean(returns):.4f}, std {np.std(returns):.4f}",
+            f"brain: {len(agents)} agent episodes, agent return mean {np.mean(agents):.4f}, std {np.std(agents):.4f}",
+        ):
+            log(line)
+            print(line)
         return 0
     try:
         return Player(args, log).run()

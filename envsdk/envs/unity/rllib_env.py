@@ -22,7 +22,6 @@ RESET to the game.
 
 from __future__ import annotations
 
-import re
 import time
 from collections import deque
 from pathlib import Path
@@ -36,9 +35,11 @@ from ray.rllib.utils.typing import AgentID
 from envsdk.envs.base import MASK_KEY, OBS_KEY, RLlibHooks, TaskSettable
 from envsdk.envs.unity.metrics import log_unity_metrics
 from envsdk.notices import notice
+from unity_bridge.behavior_names import behavior_name, default_policy_id, team_of
 from unity_bridge.environment import Action, AgentStep, BehaviorSpec, UnityEnvironment
 from unity_bridge.errors import PlayerError
 from unity_bridge.player import thread_limit
+from unity_bridge.samplers import Sampler, parse_parameter, with_seeds
 from unity_bridge.settings import LaunchSettings, continuous_mapping, to_unity_range
 
 ALL = "__all__"
@@ -55,22 +56,6 @@ def behavior_of(agent_id: AgentID) -> str:
     return str(agent_id).rsplit("/", 1)[0]
 
 
-def default_policy_id(behavior: str) -> str:
-    """A policy id that is also a safe folder name: 'Dodgeball?team=0' -> 'Dodgeball_team_0'."""
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", behavior).strip("_") or "policy"
-
-
-def team_of(behavior: str) -> int:
-    """ML-Agents' team id: ``Name?team=N`` -> N (0 when the behavior has none)."""
-    match = re.search(r"\?team=(\d+)$", behavior)
-    return int(match.group(1)) if match else 0
-
-
-def behavior_name(behavior: str) -> str:
-    """The behavior without its team: ``Dodgeball?team=1`` -> ``Dodgeball``."""
-    return re.sub(r"\?team=\d+$", "", behavior)
-
-
 class PolicyMapping:
     """Picklable ``policy_mapping_fn``: agent id -> behavior -> policy id."""
 
@@ -81,7 +66,13 @@ class PolicyMapping:
         return self.policy_for(behavior_of(agent_id))
 
     def policy_for(self, behavior: str) -> str:
-        return self.mapping.get(behavior) or default_policy_id(behavior)
+        """The policy ``policy_mapping`` names for the behavior (with its team, or every team of its
+        name, as mlagents-learn's settings name it), else :func:`default_policy_id`."""
+        return (
+            self.mapping.get(behavior)
+            or self.mapping.get(behavior_name(behavior))
+            or default_policy_id(behavior)
+        )
 
 
 class SelfPlayTeams:
@@ -193,7 +184,6 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         self._t = 0
         self._restarts: deque[float] = deque()
         self.restart_count = 0
-        self._parameters = {k: float(v) for k, v in settings.env_parameters.items()}
         self._check_graphics()
         self._check_threads(env_config)
 
@@ -232,15 +222,19 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         setting = LaunchSettings.from_config(env_config).continuous_actions
         return {**env_config, "continuous_actions": continuous_mapping(setting, algorithm)}
 
-    def get_task(self) -> dict[str, float]:
-        return dict(self._parameters)
+    def get_task(self) -> dict[str, float | Sampler]:
+        """The environment parameters last sent to the game: numbers and samplers."""
+        return dict(self.game.parameters)
 
-    def set_task(self, task: dict[str, float]) -> None:
-        """Send changed environment parameters; the game applies them when it reads them."""
-        for key, value in dict(task).items():
-            if self._parameters.get(key) != value:
-                self.game.set_parameter(key, float(value))
-                self._parameters[key] = float(value)
+    def set_task(self, task: dict[str, Any]) -> None:
+        """Send changed environment parameters; the game applies them when it reads them.
+
+        Values are numbers, samplers or mlagents-learn's sampler mappings; a sampler without a
+        seed gets one as at launch (``unity_bridge.samplers.with_seeds`` with env_config ``seed``)."""
+        parsed = {key: parse_parameter(value, f"the task's {key}") for key, value in dict(task).items()}
+        for key, value in with_seeds(parsed, self.settings.seed).items():
+            if self.game.parameters.get(key) != value:
+                self.game.set_parameter(key, value)
 
     # ---- checks made once, in the driver's preflight and in each runner -----
 
@@ -376,9 +370,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         notice(f"Unity player failed ({err}); restarting it")
         self.restart_count += 1
         self._restarts.append(now)
-        self.game.restart()
-        for key, value in self._parameters.items():
-            self.game.set_parameter(key, value)
+        self.game.restart()  # sends the game's environment parameters again
         self._carry = self.game.wait_for_agents(self.game.reset())
         obs = {key: self._last_obs[key] for key in self._live}
         zero = {key: 0.0 for key in self._live}
@@ -446,10 +438,10 @@ class UnityGymEnv(RLlibHooks, TaskSettable, gym.Env):
     stable_agent_ids = UnityEnv.stable_agent_ids
     build_in_dry_run = UnityEnv.build_in_dry_run
 
-    def get_task(self) -> dict[str, float]:
+    def get_task(self) -> dict[str, float | Sampler]:
         return self.multi.get_task()
 
-    def set_task(self, task: dict[str, float]) -> None:
+    def set_task(self, task: dict[str, Any]) -> None:
         self.multi.set_task(task)
 
     def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[Any, dict]:

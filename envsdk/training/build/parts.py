@@ -17,6 +17,7 @@ from typing import Any
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
 from envsdk.config.env_checks import EnvCheckSettings
+from envsdk.config.environment_parameters import EnvironmentParameters
 from envsdk.config.self_play import SelfPlaySettings
 from envsdk.config.yamlio import LineDict
 from envsdk.envs.base import RLlibHooks
@@ -48,6 +49,7 @@ class OwnKeys:
     env_checks: EnvCheckSettings
     sampler: str  # the `sampler:` key as asked: "batched" or "rllib"
     auto_runners: bool  # num_env_runners: auto, sized once Ray is up
+    lessons: EnvironmentParameters | None = None  # environment_parameters, policy_max_steps
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from envsdk.errors import UserError
 from envsdk.networks.choice import check_modules
 from envsdk.networks.plugins import plugin_name, search_path
 from envsdk.notices import notice, quiet_rllib
-from envsdk.training.build import env_setup
+from envsdk.training.build import env_setup, lessons
 from envsdk.training.build.built import BuiltConfig, algorithm_class
 from envsdk.training.build.models import ModelSettings, model_settings
 from envsdk.training.build.multi_agent import multi_agent_settings, policy_of, set_up_self_play
@@ -55,7 +55,7 @@ from envsdk.training.build.translate import (
     translate,
     valid_keys,
 )
-from envsdk.training.hooks import agent_metrics, episode_window, faults, self_play
+from envsdk.training.hooks import agent_metrics, agent_step_clock, episode_window, faults, self_play
 from envsdk.training.hooks.callbacks import add_callback
 from envsdk.training.substitutes.dqn.learner import DQNTorchLearner
 from envsdk.training.substitutes.ppo.learner import PPOTorchLearner
@@ -80,7 +80,7 @@ def build_config(
     algo_class = algorithm_class(exp.run)
     keys = stage_translate(exp, algo_class, overrides or {})
     own = stage_values(exp, keys)
-    plan = stage_env(exp, keys)
+    plan = stage_env(exp, keys, own)
     with stage_start_env(plan, keys.values, own, dry_run) as started:
         stage_evaluation_env(plan, started, keys.values, own)
         networks = stage_models(exp, keys, plan, started)
@@ -151,11 +151,13 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     auto_runners = values.get("num_env_runners") == "auto"
     if auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
-    return OwnKeys(stock, self_play_settings, env_checks, sampler, auto_runners)
+    parameters = lessons.take(values)
+    return OwnKeys(stock, self_play_settings, env_checks, sampler, auto_runners, parameters)
 
 
-def stage_env(exp: Experiment, keys: Keys) -> EnvPlan:
-    """The env (and evaluation's) resolved, wrapped as config keys ask, its env_config prepared."""
+def stage_env(exp: Experiment, keys: Keys, own: OwnKeys) -> EnvPlan:
+    """The env (and evaluation's) resolved, wrapped as config keys ask, its env_config prepared;
+    the env takes ``environment_parameters``."""
     values = keys.values
     values.pop("env", None)  # merged into exp.env (experiment.py, then --env / --config.env)
     paths = [exp.base_dir]
@@ -178,6 +180,8 @@ def stage_env(exp: Experiment, keys: Keys) -> EnvPlan:
         exp.base_dir,
     )
     env_config = env_hooks.for_algorithm(env_config, exp.run)
+    where = values.where(lessons.KEY)
+    resolved, env_config = lessons.with_parameters(own.lessons, resolved, target, env_config, where)
     return EnvPlan(paths, resolved, target, env_hooks, evaluation_env, evaluation_hooks, env_config)
 
 
@@ -309,6 +313,7 @@ def stage_hooks(
     env_hooks = plan.hooks
     for event, hook in env_hooks.env_callbacks.items():
         add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
+    lessons.install(config, own.lessons, plan.target, values.where(lessons.KEY))
     if networks.model.old_stack:
         return  # the old stack smooths its episode metrics itself, and takes no callback functions
     patches_off = own.stock.patches_off()
@@ -320,8 +325,12 @@ def stage_hooks(
         )
         add_callback(config, "on_environment_created", hook, first=True)
     add_callback(config, "on_episode_end", episode_window.log_episode)
-    window = episode_window.EpisodeWindow(config.metrics_num_episodes_for_smoothing)
+    window = episode_window.EpisodeWindow(
+        config.metrics_num_episodes_for_smoothing, env_hooks.stable_agent_ids
+    )
     add_callback(config, "on_train_result", window, first=True)
+    if config.count_steps_by == "agent_steps" and own.stock.on(substitutions.AGENT_STEP_CLOCK):
+        add_callback(config, "on_algorithm_init", agent_step_clock.count_agent_steps)
     if not env_hooks.stable_agent_ids:
         add_callback(config, "on_sample_end", agent_metrics.drop_per_agent_metrics)
         add_callback(config, "on_train_result", agent_metrics.drop_agent_episode_metrics)

@@ -29,7 +29,7 @@ SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces t
 
 # Keys handled by this module itself (checked where they are used), not by their RLlib default's type.
 NOT_TYPE_CHECKED = {"input", "env", "env_config", "model", "model_config", "curriculum", "callbacks",
-                    "policies", "env_checks",
+                    "policies", "env_checks", "environment_parameters", "policy_max_steps",
                     "policy_mapping_fn", "policies_to_train", "multiagent", "self_play"}  # fmt: skip
 
 
@@ -65,6 +65,8 @@ EXTRA_KEYS = {
     "drop_observation_keys",
     "atari_preprocessing",
     "env_checks",
+    "environment_parameters",
+    "policy_max_steps",
     "sampler",
     "critic_loss",
     "advantage_normalization",

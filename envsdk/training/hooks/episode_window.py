@@ -17,7 +17,9 @@ documented values into the result (``on_train_result``: :class:`EpisodeWindow`,
 which runs before every other hook), so the stop criteria, checkpoint scores,
 the progress line, the reward plot and Tune's schedulers all read the same
 number.  Per-module returns (``module_episode_returns_mean``) and, where agent
-ids repeat across episodes, per-agent returns get the same window.
+ids repeat across episodes, per-agent returns get the same window, and so does
+the mean return per agent-episode of multi-agent envs (``agent_return_mean``:
+:mod:`envsdk.training.hooks.agent_metrics`).
 Evaluation results keep RLlib's own values: an evaluation round's episodes are
 what it is asked to report.
 """
@@ -42,6 +44,7 @@ from ray.rllib.utils.metrics import (
     EPISODE_RETURN_MIN,
 )
 
+from envsdk.training.hooks.agent_metrics import agent_return_means
 from envsdk.training.hooks.callbacks import reads_the_episode_only
 
 FINISHED = "envsdk_finished_episodes"  # the runners' per-episode records, taken out of the result
@@ -54,8 +57,9 @@ PER_NAME = (
 )
 
 
-def episode_record(episode: Any, chunks: Iterable[Any]) -> dict[str, Any]:
-    """One finished episode's return, length and per-agent and per-module returns, over all its chunks.
+def episode_record(episode: Any, chunks: Iterable[Any], source: str = "") -> dict[str, Any]:
+    """One finished episode's return, length and per-agent and per-module returns, over all its chunks,
+    each agent's module (multi-agent episodes), and ``source``: the env runner and sub-env it ran in.
 
     RLlib hands an episode that spanned several ``sample()`` calls over in
     chunks: ``episode`` is the last, ``chunks`` the ones sampled before.
@@ -64,12 +68,14 @@ def episode_record(episode: Any, chunks: Iterable[Any]) -> dict[str, Any]:
     total = float(sum(part.get_return() for part in parts))
     agents: dict[str, float] = {}
     modules: dict[str, float] = {}
+    agent_modules: dict[str, str] = {}
     if hasattr(episode, "agent_episodes"):  # a MultiAgentEpisode
         for part in parts:
             for single in part.agent_episodes.values():
                 value = float(single.get_return())
                 agents[str(single.agent_id)] = agents.get(str(single.agent_id), 0.0) + value
                 modules[single.module_id] = modules.get(single.module_id, 0.0) + value
+                agent_modules[str(single.agent_id)] = single.module_id
     else:
         agents[DEFAULT_AGENT_ID], modules[DEFAULT_MODULE_ID] = total, total
     return {
@@ -77,6 +83,8 @@ def episode_record(episode: Any, chunks: Iterable[Any]) -> dict[str, Any]:
         "len": int(sum(len(part) for part in parts)),
         "agents": agents,
         "modules": modules,
+        "agent_modules": agent_modules,
+        "source": source,
         "ended": time.time(),  # the driver orders one iteration's episodes from several runners by this
     }
 
@@ -88,13 +96,15 @@ def log_episode(
     env_runner: Any = None,
     metrics_logger: Any = None,
     prev_episode_chunks: Any = (),
+    env_index: int = 0,
     **_: Any,
 ) -> None:
     """``on_episode_end`` in every training env runner: send the finished episode to the driver."""
     if metrics_logger is None or (env_runner is not None and env_runner.config.in_evaluation):
         return
+    source = f"{getattr(env_runner, 'worker_index', 0)}/{env_index}"
     metrics_logger.log_value(
-        FINISHED, episode_record(episode, prev_episode_chunks or ()), reduce="item_series"
+        FINISHED, episode_record(episode, prev_episode_chunks or (), source), reduce="item_series"
     )
 
 
@@ -103,11 +113,15 @@ class EpisodeWindow:
 
     One instance serves one algorithm (RLlib keeps a config's callbacks with
     the algorithm built from it).  After a restore the window starts empty,
-    as RLlib's own metrics do.
+    as RLlib's own metrics do.  ``stable_agent_ids`` (the env's, :class:`envsdk.envs.base.RLlibHooks`):
+    without, an agent id met again in a sub-env's next episode is one agent relayed, one agent-episode.
     """
 
-    def __init__(self, size: int):
+    stable_agent_ids = True  # a class default for instances pickled before it was an argument
+
+    def __init__(self, size: int, stable_agent_ids: bool = True):
         self.size = max(1, int(size))
+        self.stable_agent_ids = stable_agent_ids
         self.window: deque[dict[str, Any]] = deque(maxlen=self.size)
 
     def __call__(self, *, result: dict[str, Any], **_: Any) -> None:
@@ -137,6 +151,7 @@ class EpisodeWindow:
                 EPISODE_LEN_MAX: max(lengths),
             }
         )
+        runners.update(agent_return_means(self.window, self.stable_agent_ids))
         for key, part in PER_NAME:
             reported = runners.get(key)
             if isinstance(reported, dict):  # only what RLlib reports (per-agent ones may be dropped)

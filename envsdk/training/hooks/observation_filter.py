@@ -23,7 +23,7 @@ import functools
 import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -64,6 +64,24 @@ def _as_space(struct: Any) -> gym.Space:
         return gym.spaces.Tuple(tuple(_as_space(v) for v in struct))
     assert isinstance(struct, gym.Space), struct
     return struct
+
+
+def _space_of(observation: Any) -> gym.Space:
+    """A space of ``observation``'s shapes and dtypes, bounded only by its dtype: for an agent the env
+    names no space for (a Unity game's agents are new each episode), enough to tell which parts are
+    normalised."""
+
+    def leaf(x: Any) -> gym.spaces.Box:
+        value = np.asarray(x)
+        dtype: Any = np.int8 if value.dtype == np.bool_ else value.dtype
+        low, high = (
+            (-np.inf, np.inf)
+            if np.issubdtype(dtype, np.floating)
+            else (np.iinfo(dtype).min, np.iinfo(dtype).max)
+        )
+        return gym.spaces.Box(low, high, value.shape, dtype)
+
+    return _as_space(dm_tree.map_structure(leaf, observation))
 
 
 @dataclass
@@ -124,7 +142,9 @@ class _AgentStats:
 class ObservationMeanStdFilter(ConnectorV2):
     """Normalise each float ``Box`` part of the observation by its running mean and std, then clip.
 
-    Per agent (``None`` in single-agent runs).  ``update_stats``: learn the
+    Per policy (``None`` in single-agent runs), as Ray 1.x kept a filter per policy and ML-Agents'
+    ``normalize`` keeps statistics per behavior: every agent of a policy shares them, and an agent
+    that is new each episode (a Unity game's) adds to its policy's statistics.  ``update_stats``: learn the
     statistics from what passes (training) or use them as they are
     (evaluation).  ``keep_raw``: first keep each raw observation in the
     episode's custom data.  One class for training and evaluation, because a
@@ -150,39 +170,49 @@ class ObservationMeanStdFilter(ConnectorV2):
         self.clip_by_value = clip_by_value
         self._update_stats = update_stats
         self.keep_raw = keep_raw
-        self._agents: dict[Any, _AgentStats] = {}
+        self._agents: dict[Any, _AgentStats] = {}  # policy id (None: single-agent) -> statistics
+        self._spaces: dict[Any, gym.Space] = {}  # policy id -> its filtered observation space
+        self._per_agent: dict[
+            Any, _AgentStats
+        ] = {}  # a checkpoint's per-agent statistics (envsdk 0.3 and earlier)
         super().__init__(input_observation_space, input_action_space, **kwargs)
 
     def recompute_output_observation_space(
         self, input_observation_space: gym.Space, input_action_space: gym.Space
     ) -> gym.Space:
+        if self._multi_agent and isinstance(input_observation_space, gym.spaces.Dict):
+            return gym.spaces.Dict({a: self._filtered(s) for a, s in input_observation_space.spaces.items()})
+        return self._filtered(input_observation_space)
+
+    def _filtered(self, space: gym.Space) -> gym.Space:
+        """``space`` with each normalised part bounded by the clip."""
         clip = self.clip_by_value or np.inf
         struct = dm_tree.map_structure_with_path(
             lambda path, s: gym.spaces.Box(-clip, clip, s.shape, s.dtype) if _normalised(path, s) else s,
-            get_base_struct_from_space(input_observation_space),
+            get_base_struct_from_space(space),
         )
         return _as_space(struct)
 
-    def _agent_space(self, agent_id: Any, space: gym.Space) -> gym.Space:
-        return cast(gym.spaces.Dict, space)[agent_id] if self._multi_agent else space
-
-    def _stats(self, agent_id: Any) -> _AgentStats:
-        if agent_id not in self._agents:
-            self._agents[agent_id] = _AgentStats.for_space(
-                self._agent_space(agent_id, self.input_observation_space)
-            )
-            self._agents[agent_id].restart_fresh()
-        return self._agents[agent_id]
+    def _stats(self, key: Any, space: gym.Space, agent_id: Any = None) -> _AgentStats:
+        """The statistics of policy ``key``, made from the first observation space it is seen with
+        (an agent's own: a Unity game's agents are new each episode, so not in the env's spaces)."""
+        if key not in self._agents:
+            self._agents[key] = self._per_agent.get(agent_id) or _AgentStats.for_space(space)
+            self._agents[key].restart_fresh()
+            self._spaces[key] = self._filtered(space)
+        return self._agents[key]
 
     def __call__(self, *, episodes: list, batch: Any, **kwargs: Any) -> Any:
         for episode in self.single_agent_episode_iterator(episodes):
             raw = episode.get_observations(indices=-1)
             if self.keep_raw:
                 episode.custom_data.setdefault(RAW_OBSERVATIONS, []).append(raw)
-            stats = self._stats(episode.agent_id)
+            key = episode.module_id if self._multi_agent else None
+            space = episode.observation_space if self._multi_agent else self.input_observation_space
+            stats = self._stats(key, space or _space_of(raw), episode.agent_id)
             normalised = dm_tree.map_structure_with_path(functools.partial(self._normalise, stats), raw)
-            # The episode's buffers batch (and pad) observations by their space: the filtered one now.
-            episode.observation_space = self._agent_space(episode.agent_id, self.observation_space)
+            if space is not None:  # the episode's buffers batch (and pad) by its space: the filtered one now
+                episode.observation_space = self._spaces[key]
             episode.set_observations(at_indices=-1, new_data=normalised)
         return batch  # RLlib's default connectors batch the episodes' (now normalised) observations
 
@@ -202,6 +232,8 @@ class ObservationMeanStdFilter(ConnectorV2):
     def get_state(self, components: Any = None, *, not_components: Any = None, **kwargs: Any) -> dict:
         return {
             "clip_by_value": self.clip_by_value,
+            "keyed_by": "policy",
+            "spaces": dict(self._spaces),
             "agents": {
                 agent_id: {"seen": _copied(stats.seen), "fresh": _copied(stats.fresh)}
                 for agent_id, stats in self._agents.items()
@@ -210,18 +242,32 @@ class ObservationMeanStdFilter(ConnectorV2):
 
     def set_state(self, state: dict) -> None:
         self.clip_by_value = state["clip_by_value"]
-        self._agents = {agent_id: _AgentStats(dict(s["seen"])) for agent_id, s in state["agents"].items()}
-        for stats in self._agents.values():
+        saved = {key: _AgentStats(dict(s["seen"])) for key, s in state["agents"].items()}
+        if self._multi_agent and state.get("keyed_by") != "policy":
+            # A checkpoint of envsdk 0.3 or earlier kept multi-agent statistics per agent id: each policy
+            # starts from those of the first of its agents seen (see _stats).
+            self._agents, self._spaces, self._per_agent = {}, {}, saved
+            return
+        self._agents, self._spaces = saved, dict(state.get("spaces") or {})
+        for key, stats in self._agents.items():
             stats.restart_fresh()
+            if key not in self._spaces and not self._multi_agent:
+                self._spaces[key] = self._filtered(self.input_observation_space)
 
     def reset_state(self) -> None:
-        self._agents = {}
+        self._agents, self._spaces = {}, {}
 
     def merge_states(self, states: list[dict]) -> dict:
         """The driver's statistics plus what each remote env runner saw since the last sync."""
         for state in states:
-            for agent_id, remote in state["agents"].items():
-                stats = self._stats(agent_id)
+            for key, space in (state.get("spaces") or {}).items():
+                self._spaces.setdefault(key, space)
+            for key, remote in state["agents"].items():
+                if key not in self._agents:  # the driver has not seen this policy: its first statistics
+                    self._agents[key] = _AgentStats(
+                        {p: RunningMeanStd.empty(f.mean.shape) for p, f in remote["fresh"].items()}
+                    )
+                stats = self._agents[key]
                 for path, fresh in remote["fresh"].items():
                     stats.seen[path].merge(fresh)
         for stats in self._agents.values():
@@ -268,19 +314,22 @@ class Statistics:
         return torch.clamp(x, -self.clip, self.clip) if self.clip else x
 
 
-def saved_statistics(restored: Any, module: Any) -> Statistics | None:
-    """The observation filter's statistics saved with the checkpoint's env runner, if it has one."""
+def saved_statistics(restored: Any, module: Any, module_id: str | None = None) -> Statistics | None:
+    """The observation filter's statistics of policy ``module_id`` (multi-agent runs), saved with the
+    checkpoint's env runner, if it has a filter."""
     piece = next((p for p in connector_pieces(restored.checkpoint) if _is_filter(p)), None)
     if piece is None:
         return None
-    if restored.multi_agent:
+    state = pickle.loads((piece / PIECE_STATE_FILE).read_bytes())
+    if restored.multi_agent and state.get("keyed_by") != "policy":
         raise UserError(
-            "this run's MeanStdFilter keeps statistics per agent, not per policy",
-            "train with observation_filter: NoFilter to export a multi-agent policy",
+            "this run's MeanStdFilter keeps statistics per agent, not per policy"
+            " (a checkpoint of envsdk 0.3 or earlier)",
+            "train again (statistics are now kept per policy) to export a multi-agent policy",
             "observation filter",
         )
-    state = pickle.loads((piece / PIECE_STATE_FILE).read_bytes())
-    seen = state["agents"].get(None, {}).get("seen", {})
+    key = module_id if restored.multi_agent else None
+    seen = state["agents"].get(key, {}).get("seen", {})
     space = module.observation_space
     prefix = (OBS_KEY,) if has_action_mask(space) else ()  # saved for the whole (masked) observation
     stats = {}

@@ -118,3 +118,60 @@ def test_running_statistics_merge_like_one_pass(split):
     np.testing.assert_allclose(first.mean, data.mean(0))
     np.testing.assert_allclose(first.std, data.std(0, ddof=1))
     np.testing.assert_allclose(whole.std, data.std(0, ddof=1))
+
+
+def run_agents(
+    connector: ObservationMeanStdFilter, steps: list[tuple[str, str, object]], space=SPACE
+) -> None:
+    """Each (agent id, policy id, observation) through the connector as a multi-agent runner passes its
+    agents' episodes (an agent's own space unknown to the env when ``space`` is None: Unity's new agents)."""
+    for agent, policy, obs in steps:
+        episode = SingleAgentEpisode(
+            observations=[obs], observation_space=space, action_space=gym.spaces.Discrete(3),
+            agent_id=agent, module_id=policy,
+        )  # fmt: skip
+        connector(rl_module=None, batch={}, episodes=[episode])
+
+
+@pytest.mark.parametrize(
+    "agent_space", [SPACE, None], ids=["env-names-the-agents", "agents-new-each-episode"]
+)
+def test_multi_agent_statistics_are_kept_per_policy_as_ml_agents_normalises_per_behavior(agent_space):
+    """Agents of one policy (new ids each episode, as a Unity game's) share one set of statistics;
+    another policy keeps its own; a driver merges them from two runners; a checkpoint restores them."""
+    env_space = gym.spaces.Dict({"a/0": SPACE})
+    data = samples(40, seed=3)
+    steps = [(f"a/{i % 7}", "walker" if i % 3 else "jumper", obs) for i, obs in enumerate(data)]
+    remotes = [
+        ObservationMeanStdFilter(env_space, gym.spaces.Discrete(3), multi_agent=True) for _ in range(2)
+    ]
+    run_agents(remotes[0], steps[:25], agent_space)
+    run_agents(remotes[1], steps[25:], agent_space)
+    driver = ObservationMeanStdFilter(env_space, gym.spaces.Discrete(3), multi_agent=True)
+    merged = pickle.loads(pickle.dumps(driver.merge_states([r.get_state() for r in remotes])))
+    assert merged["keyed_by"] == "policy" and set(merged["agents"]) == {"walker", "jumper"}
+    for policy in ("walker", "jumper"):
+        vectors = np.stack([o["observations"]["vector"] for _, p, o in steps if p == policy])
+        part = merged["agents"][policy]["seen"][NORMALISED[0]]
+        assert part.count == len(vectors)
+        np.testing.assert_allclose(part.mean, vectors.mean(0), rtol=1e-6)
+    restored = ObservationMeanStdFilter(env_space, gym.spaces.Discrete(3), multi_agent=True)
+    restored.set_state(merged)
+    walker = merged["agents"]["walker"]["seen"][NORMALISED[0]].count
+    run_agents(restored, [("a/99", "walker", data[0])], agent_space)  # an agent never seen: its policy's
+    assert restored.get_state()["agents"]["walker"]["seen"][NORMALISED[0]].count == walker + 1
+
+
+def test_an_old_per_agent_checkpoint_seeds_each_policy_with_its_first_agents_statistics():
+    env_space = gym.spaces.Dict({"p0": SPACE})
+    old = ObservationMeanStdFilter(env_space, gym.spaces.Discrete(3), multi_agent=True)
+    run_agents(old, [("p0", "shared", obs) for obs in samples(12, seed=4)])
+    state = old.get_state()
+    state = {
+        "clip_by_value": state["clip_by_value"],
+        "agents": {"p0": state["agents"]["shared"]},
+    }  # 0.3's form
+    new = ObservationMeanStdFilter(env_space, gym.spaces.Discrete(3), multi_agent=True)
+    new.set_state(state)
+    run_agents(new, [("p0", "shared", samples(1, seed=5)[0])])
+    assert new.get_state()["agents"]["shared"]["seen"][NORMALISED[0]].count == 13  # 12 carried over

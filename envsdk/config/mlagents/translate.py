@@ -1,0 +1,395 @@
+"""mlagents-learn's checked settings (:mod:`~envsdk.config.mlagents.schema`) to one RLlib experiment.
+
+Each behavior trains its own policy, named as the Unity env names a behavior's policy (the behavior
+name without ``?team=N``).  The same numbers mean the same things: ``count_steps_by: agent_steps``
+makes ``buffer_size`` (``train_batch_size``), ``batch_size`` (``minibatch_size``), ``summary_freq``
+(an iteration) and the schedules' ``max_steps`` count agent steps, as mlagents-learn counts them.
+
+:data:`RULES` says, for every key, what it becomes; :class:`Translation` applies them and keeps the
+list that ``--dry-run`` prints.  A key with no equivalent gets one notice; one that would change
+training and that we cannot honour is a :class:`~envsdk.errors.UserError` before anything starts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envsdk.config.mlagents.schema import ENGINE_SETTINGS, checked_run_options, deep_update
+from envsdk.config.yamlio import LineDict, where_of
+from envsdk.errors import UserError
+from envsdk.notices import notice
+from unity_bridge.behavior_names import default_policy_id
+
+# mlagents' DecayedValue floors: a linear schedule ends at these values at max_steps.
+LEARNING_RATE_FLOOR, BETA_FLOOR, EPSILON_FLOOR = 1e-10, 1e-5, 0.1
+# ML-Agents' encoders' convolutions: [channels, kernel, stride] (torch_entities/encoders.py).
+CONV_FILTERS = {
+    "simple": [[16, [8, 8], 4], [32, [4, 4], 2]],
+    "nature_cnn": [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1]],
+}
+STOP_WHEN_EVERY_POLICY_IS_DONE = "policy_progress/all"
+ALGORITHMS = {"ppo": "PPO", "sac": "SAC"}
+LATER = {
+    "poca": "MA-POCA is issue #60",
+    "reward_signals": "curiosity, RND and GAIL are issue #59",
+    "behavioral_cloning": "behavioral cloning is issue #59",
+}
+
+# What every key becomes, for the docs' table (docs/mlagents-learn.md) and --dry-run.
+RULES: dict[str, str] = {
+    "behaviors.NAME": "one policy per behavior (its name without ?team=N), env: unity",
+    "trainer_type": "run: PPO or SAC (poca: refused, " + LATER["poca"] + ")",
+    "hyperparameters.batch_size": "minibatch_size (PPO, agent steps); train_batch_size (SAC)",
+    "hyperparameters.buffer_size": "train_batch_size (PPO, agent steps); replay_buffer_config.capacity (SAC)",
+    "hyperparameters.learning_rate": "lr (SAC: actor_lr, critic_lr and alpha_lr)",
+    "hyperparameters.learning_rate_schedule": f"linear: lr [[0, lr], [max_steps, {LEARNING_RATE_FLOOR:g}]]",
+    "hyperparameters.beta": "entropy_coeff",
+    "hyperparameters.beta_schedule": f"linear: entropy_coeff [[0, beta], [max_steps, {BETA_FLOOR:g}]]",
+    "hyperparameters.epsilon": "clip_param",
+    "hyperparameters.epsilon_schedule": "linear: a notice (RLlib's clip_param is constant)",
+    "hyperparameters.lambd": "lambda_",
+    "hyperparameters.num_epoch": "num_epochs",
+    "hyperparameters.shared_critic": "model.vf_share_layers",
+    "hyperparameters.buffer_init_steps": "num_steps_sampled_before_learning_starts",
+    "hyperparameters.tau": "tau",
+    "hyperparameters.steps_per_update": "training_intensity = batch_size / steps_per_update",
+    "hyperparameters.save_replay_buffer": "replay buffer in checkpoints (RLlib always stores it)",
+    "hyperparameters.init_entcoef": "initial_alpha",
+    "hyperparameters.reward_signal_steps_per_update": "a notice (only for non-extrinsic signals)",
+    "network_settings.normalize": "observation_filter: MeanStdFilter",
+    "network_settings.hidden_units, num_layers": "model.fcnet_hiddens [hidden_units] x num_layers, swish",
+    "network_settings.vis_encode_type": "model.conv_filters (simple, nature_cnn); others refused",
+    "network_settings.memory": "model.use_lstm, max_seq_len: sequence_length, lstm_cell_size: memory_size/2",
+    "network_settings.goal_conditioning_type": "a notice: goal signals are concatenated",
+    "network_settings.deterministic": "a notice: rollout.py plays greedily by default",
+    "reward_signals.extrinsic.gamma": "gamma",
+    "reward_signals.extrinsic.strength": "1.0 only (else refused)",
+    "reward_signals.curiosity, rnd, gail": "refused: " + LATER["reward_signals"],
+    "behavioral_cloning": "refused: " + LATER["behavioral_cloning"],
+    "time_horizon": "rollout_fragment_length (an agent's trajectory is cut there and bootstrapped)",
+    "max_steps": "policy_max_steps (agent steps); the run stops when every policy has them",
+    "summary_freq": "min_sample_timesteps_per_iteration: one iteration (a progress line) per summary",
+    "checkpoint_interval": "checkpoint_freq = checkpoint_interval / summary_freq iterations",
+    "keep_checkpoints": "keep_checkpoints_num",
+    "even_checkpoints": "checkpoint_interval = max_steps / keep_checkpoints, as mlagents-learn",
+    "init_path": "refused: use --restore CHECKPOINT",
+    "threaded": "a notice: RLlib samples and trains in turn",
+    "self_play": "self_play (the same keys and meaning)",
+    "environment_parameters": "environment_parameters (the same form: constants, samplers, curriculum)",
+    "env_settings.env_path": "env_config.file_name (--env)",
+    "env_settings.env_args": "env_config.additional_args (--env-args)",
+    "env_settings.base_port": "env_config.base_port",
+    "env_settings.num_envs": "num_env_runners (one game each; 1: the game is sampled in train.py)",
+    "env_settings.num_areas": "env_config.num_areas",
+    "env_settings.timeout_wait": "env_config.timeout_wait",
+    "env_settings.seed": "seed and env_config.seed (-1: none)",
+    "env_settings.max_lifetime_restarts": "env_config.max_restarts",
+    "env_settings.restarts_rate_limit_n, _period_s": "env_config.max_restarts_per_minute",
+    "engine_settings.*": "env_config's key of the same name",
+    "checkpoint_settings.run_id": "the experiment's name (its folder under results_dir)",
+    "checkpoint_settings.results_dir": "storage_path",
+    "checkpoint_settings.resume": "--resume",
+    "checkpoint_settings.force": "an existing run folder is replaced",
+    "checkpoint_settings.initialize_from": "refused: use --restore CHECKPOINT",
+    "checkpoint_settings.inference": "refused: use rollout.py CHECKPOINT",
+    "torch_settings.device": "num_gpus_per_learner (cuda: 1, cpu: 0)",
+    "debug": "--debug",
+}
+
+
+@dataclass
+class Translation:
+    """The experiment being written, and what each mlagents-learn key became (for ``--dry-run``)."""
+
+    source: Path
+    config: LineDict = field(default_factory=LineDict)
+    spec: LineDict = field(default_factory=LineDict)
+    said: list[tuple[str, str]] = field(default_factory=list)
+
+    def put(self, key: str, value: Any, frm: str, where: Any = None, *, top: bool = False) -> None:
+        """Set config key (or, with ``top``, experiment key) ``key``; ``frm`` is the mlagents key."""
+        target = self.spec if top else self.config
+        target[key] = value
+        if isinstance(where, tuple) and isinstance(where[0], LineDict) and where[1] in where[0].lines:
+            target.lines[key] = where[0].lines[where[1]]
+        self.said.append((frm, f"{'' if top else 'config.'}{key}: {value!r}"))
+
+    def note(self, frm: str, what: str) -> None:
+        """A key with no equivalent: one notice, and the line in ``--dry-run``."""
+        notice(f"mlagents-learn's {frm}: {what}")
+        self.said.append((frm, what))
+
+
+def translate(
+    data: LineDict, path: Path, flags: dict[str, dict[str, Any]] | None = None
+) -> tuple[LineDict, list[tuple[str, str]]]:
+    """``(experiment name -> experiment spec, what each key became)`` for an mlagents-learn file;
+    ``flags``: the sections' keys that mlagents-learn's flags set (:func:`envsdk.cli.mlagents_flags.given`), over the file's."""
+    flags = dict(flags or {})
+    deterministic = flags.pop("network_settings", {}).get("deterministic")
+    options = checked_run_options(deep_update(data, {s: LineDict(v) for s, v in flags.items()}))
+    t = Translation(path)
+    t.config.source = t.spec.source = path
+    if deterministic:
+        t.note("--deterministic", "rollout.py and brains play the greedy action by default")
+    behaviors = options["behaviors"]
+    first = next(iter(behaviors.values()))
+    _one_algorithm(behaviors)
+    kind = first["trainer_type"]
+    t.put("run", ALGORITHMS[kind], "trainer_type", top=True)
+    t.put("env", "unity", "behaviors", top=True)
+    t.put("count_steps_by", "agent_steps", "behaviors (steps are agent steps)")
+    _shared(t, behaviors)
+    (_ppo if kind == "ppo" else _sac)(t, first)
+    _network(t, first["network_settings"], behaviors)
+    _per_behavior(t, behaviors)
+    _checkpoints(t, first, options["checkpoint_settings"])
+    _env_config(t, options)
+    if options.get("environment_parameters") is not None:
+        t.put("environment_parameters", options["environment_parameters"], "environment_parameters")
+    if options.get("torch_settings", {}).get("device"):
+        device = str(options["torch_settings"]["device"])
+        t.put("num_gpus_per_learner", 1 if device.startswith("cuda") else 0, "torch_settings.device")
+    t.spec["config"] = t.config
+    name = str(options["checkpoint_settings"]["run_id"])
+    out = LineDict({name: t.spec})
+    out.source = path
+    return out, t.said
+
+
+def _one_algorithm(behaviors: LineDict) -> None:
+    """One trainer type for all behaviors, and one we train (RLlib trains one algorithm per run)."""
+    kinds = {b["trainer_type"] for b in behaviors.values()}
+    if len(kinds) > 1:
+        raise UserError(
+            f"{behaviors.where(None)}: behaviors with different trainer types ({', '.join(sorted(kinds))})",
+            "give every behavior one trainer_type (RLlib trains one algorithm in a run), or train them apart",
+        )
+    for name, settings in behaviors.items():
+        at = where_of(settings, "trainer_type", behaviors.where(name))
+        if settings["trainer_type"] in LATER:
+            raise UserError(
+                f"{at}: trainer_type {settings['trainer_type']} is not built yet ({LATER['poca']})",
+                "use trainer_type: ppo (each agent learns from its own and its group's rewards)",
+            )
+        refused = [s for s in settings["reward_signals"] if s != "extrinsic"]
+        if refused:
+            raise UserError(
+                f"{where_of(settings, 'reward_signals', at)}: reward signal {refused[0]} is not built yet"
+                f" ({LATER['reward_signals']})",
+                "train with the extrinsic signal alone (remove the others)",
+            )
+        if settings["behavioral_cloning"] is not None:
+            raise UserError(
+                f"{where_of(settings, 'behavioral_cloning', at)}: behavioral_cloning is not built yet"
+                f" ({LATER['behavioral_cloning']})",
+                "remove behavioral_cloning (rollout.py and `envsdk bc` train from experience files)",
+            )
+
+
+# Keys that RLlib sets once for the whole run: every behavior must give them the same value.
+GLOBAL = {
+    "hyperparameters": None,  # all of them (RLlib's algorithm config is one for all policies)
+    "network_settings": None,
+    "time_horizon": None,
+    "summary_freq": None,
+    "checkpoint_interval": None,
+    "keep_checkpoints": None,
+    "even_checkpoints": None,
+    "reward_signals": None,
+    "threaded": None,
+    "self_play": None,
+}
+
+
+def _shared(t: Translation, behaviors: LineDict) -> None:
+    """The settings RLlib keeps once per run, the same for every behavior (else refused)."""
+    names = list(behaviors)
+    first = behaviors[names[0]]
+    for other in names[1:]:
+        for key in GLOBAL:
+            if behaviors[other][key] != first[key]:
+                raise UserError(
+                    f"{where_of(behaviors[other], key, behaviors.where(other))}: behaviors {names[0]} and"
+                    f" {other} differ in {key}, which RLlib sets once for a run",
+                    f"give both the same {key}, or keep only the behaviors the game has (mlagents-learn"
+                    " reads only those)",
+                )
+    for key, value in first.items():
+        if key in ("init_path",) and value is not None:
+            raise UserError(
+                f"{where_of(first, key, behaviors.where(names[0]))}: init_path is not read here",
+                "start from a checkpoint of ours with --restore CHECKPOINT",
+            )
+    if first["threaded"]:
+        t.note(
+            "threaded", "no equivalent: RLlib samples, then trains (num_env_runners > 0 samples meanwhile)"
+        )
+    extrinsic = first["reward_signals"]["extrinsic"]
+    if extrinsic["strength"] != 1.0:
+        raise UserError(
+            f"{where_of(first['reward_signals'], 'extrinsic', behaviors.where(names[0]))}: extrinsic"
+            f" strength {extrinsic['strength']} would scale the game's rewards, which RLlib does not",
+            "use strength: 1.0 (or scale the rewards in the game)",
+        )
+    t.put("gamma", extrinsic["gamma"], "reward_signals.extrinsic.gamma")
+    t.put(
+        "min_sample_timesteps_per_iteration", first["summary_freq"], "summary_freq", (first, "summary_freq")
+    )
+    if first["self_play"] is not None:
+        t.put("self_play", dict(first["self_play"]), "self_play", (first, "self_play"))
+
+
+def _schedule(value: float, kind: str, max_steps: int, floor: float) -> Any:
+    """A constant, or RLlib's piecewise-linear schedule from ``value`` at 0 to ``floor`` at max_steps."""
+    return value if kind == "constant" else [[0, value], [max_steps, floor]]
+
+
+def _ppo(t: Translation, settings: LineDict) -> None:
+    h = settings["hyperparameters"]
+    steps = settings["max_steps"]
+    t.put("train_batch_size", h["buffer_size"], "hyperparameters.buffer_size", (h, "buffer_size"))
+    t.put("minibatch_size", h["batch_size"], "hyperparameters.batch_size", (h, "batch_size"))
+    t.put("num_epochs", h["num_epoch"], "hyperparameters.num_epoch", (h, "num_epoch"))
+    lr = _schedule(h["learning_rate"], h["learning_rate_schedule"], steps, LEARNING_RATE_FLOOR)
+    t.put("lr", lr, "hyperparameters.learning_rate", (h, "learning_rate"))
+    beta = _schedule(h["beta"], h["beta_schedule"], steps, BETA_FLOOR)
+    t.put("entropy_coeff", beta, "hyperparameters.beta", (h, "beta"))
+    t.put("clip_param", h["epsilon"], "hyperparameters.epsilon", (h, "epsilon"))
+    if h["epsilon_schedule"] == "linear":
+        t.note(
+            "epsilon_schedule: linear",
+            f"RLlib's clip_param stays {h['epsilon']:g} (mlagents-learn decays it to {EPSILON_FLOOR:g}"
+            " at max_steps)",
+        )
+    t.put("lambda_", h["lambd"], "hyperparameters.lambd", (h, "lambd"))
+    fragment = fragment_length(settings["time_horizon"], h["buffer_size"])
+    t.put("rollout_fragment_length", fragment, "time_horizon", (settings, "time_horizon"))
+    if fragment != settings["time_horizon"]:
+        t.note(
+            "time_horizon",
+            f"{settings['time_horizon']} runs as rollout_fragment_length {fragment}: RLlib asks buffer_size"
+            " to be within 10% of a multiple of it",
+        )
+    t.put("use_gae", True, "PPO (mlagents-learn's advantages are GAE)")
+
+
+def fragment_length(time_horizon: int, buffer_size: int) -> int:
+    """The longest fragment up to ``time_horizon`` whose multiples come within 10% of ``buffer_size``
+    above it (RLlib's ``validate_train_batch_size_vs_rollout_fragment_length``)."""
+    for length in range(min(time_horizon, buffer_size), 0, -1):
+        if math.ceil(buffer_size / length) * length - buffer_size <= 0.1 * buffer_size:
+            return length
+    return 1
+
+
+def _sac(t: Translation, settings: LineDict) -> None:
+    h = settings["hyperparameters"]
+    t.note("time_horizon", "SAC learns from single steps here, as mlagents-learn's SAC (1-step returns)")
+    lr = _schedule(
+        h["learning_rate"], h["learning_rate_schedule"], settings["max_steps"], LEARNING_RATE_FLOOR
+    )
+    for key in ("actor_lr", "critic_lr", "alpha_lr"):
+        t.put(key, lr, "hyperparameters.learning_rate", (h, "learning_rate"))
+    t.put("train_batch_size", h["batch_size"], "hyperparameters.batch_size", (h, "batch_size"))
+    buffer = {"type": "EpisodeReplayBuffer", "capacity": h["buffer_size"]}
+    t.put("replay_buffer_config", buffer, "hyperparameters.buffer_size", (h, "buffer_size"))
+    starts = h["buffer_init_steps"]
+    t.put("num_steps_sampled_before_learning_starts", starts, "hyperparameters.buffer_init_steps")
+    t.put("tau", h["tau"], "hyperparameters.tau", (h, "tau"))
+    intensity = h["batch_size"] / h["steps_per_update"]
+    t.put("training_intensity", intensity, "hyperparameters.steps_per_update", (h, "steps_per_update"))
+    t.put("initial_alpha", h["init_entcoef"], "hyperparameters.init_entcoef", (h, "init_entcoef"))
+    if h["save_replay_buffer"]:
+        t.note("save_replay_buffer", "RLlib's checkpoints hold the replay buffer always")
+    if h["reward_signal_steps_per_update"] is not None:
+        t.note("reward_signal_steps_per_update", "only for curiosity, RND and GAIL, which are refused")
+
+
+def _network(t: Translation, network: LineDict, behaviors: LineDict) -> None:
+    model: dict[str, Any] = {
+        "fcnet_hiddens": [network["hidden_units"]] * network["num_layers"],
+        "fcnet_activation": "swish",  # ML-Agents' LinearEncoder: Swish between its layers
+    }
+    first = next(iter(behaviors.values()))
+    if first["trainer_type"] == "ppo":
+        model["vf_share_layers"] = bool(first["hyperparameters"]["shared_critic"])
+    encoder = network["vis_encode_type"]
+    if encoder not in CONV_FILTERS:
+        raise UserError(
+            f"{where_of(network, 'vis_encode_type', t.source.name)}: vis_encode_type {encoder} has no"
+            " default network here",
+            "use vis_encode_type: simple or nature_cnn (or a custom_model plugin)",
+        )
+    model["conv_filters"] = CONV_FILTERS[encoder]
+    memory = network["memory"]
+    if memory is not None:
+        model.update(
+            use_lstm=True,
+            max_seq_len=memory["sequence_length"],
+            lstm_cell_size=memory["memory_size"]
+            // 2,  # ML-Agents' memory holds the cell and the hidden state
+        )
+    t.put("model", model, "network_settings", (network, "hidden_units"))
+    if network["normalize"]:
+        t.put("observation_filter", "MeanStdFilter", "network_settings.normalize", (network, "normalize"))
+    if network["goal_conditioning_type"] != "hyper":
+        t.note("goal_conditioning_type", "goal signals are concatenated with the other observations")
+    if network["deterministic"]:
+        t.note("deterministic", "rollout.py and brains play the greedy action by default")
+
+
+def _per_behavior(t: Translation, behaviors: LineDict) -> None:
+    """``max_steps`` per behavior's policy, and the stop when every policy has its steps."""
+    policies = {str(name): default_policy_id(str(name)) for name in behaviors}
+    steps = {policies[name]: settings["max_steps"] for name, settings in behaviors.items()}
+    t.put("policy_max_steps", steps, "max_steps")
+    t.put("stop", {STOP_WHEN_EVERY_POLICY_IS_DONE: 1.0}, "max_steps", top=True)
+
+
+def _checkpoints(t: Translation, first: LineDict, checkpoint: LineDict) -> None:
+    interval = first["checkpoint_interval"]
+    if first["even_checkpoints"]:
+        interval = int(first["max_steps"] / first["keep_checkpoints"])
+    every = max(1, math.ceil(interval / first["summary_freq"]))
+    t.put("checkpoint_freq", every, "checkpoint_interval (in summaries)", top=True)
+    t.put("keep_checkpoints_num", first["keep_checkpoints"], "keep_checkpoints", top=True)
+    t.put("checkpoint_at_end", True, "max_steps (mlagents-learn saves at the end)", top=True)
+    t.put("storage_path", str(checkpoint["results_dir"]), "checkpoint_settings.results_dir", top=True)
+    for key, fix in (("initialize_from", "--restore CHECKPOINT"), ("inference", "rollout.py CHECKPOINT")):
+        if checkpoint[key]:
+            raise UserError(
+                f"{where_of(checkpoint, key, t.source.name)}: checkpoint_settings.{key} is not read here",
+                f"use {fix}",
+            )
+    if checkpoint["load_model"] or checkpoint["train_model"]:
+        t.note("load_model/train_model", "mlagents-learn dropped them too (use resume)")
+
+
+def _env_config(t: Translation, options: LineDict) -> None:
+    """The player's launch settings (env_settings, engine_settings) and the number of games."""
+    env, engine = options["env_settings"], options["engine_settings"]
+    env_config: dict[str, Any] = {}
+    if env["env_path"] is not None:
+        env_config["file_name"] = env["env_path"]
+    if env["env_args"]:
+        env_config["additional_args"] = [str(a) for a in env["env_args"]]
+    for ours, theirs in (
+        ("base_port", "base_port"),
+        ("num_areas", "num_areas"),
+        ("timeout_wait", "timeout_wait"),
+    ):
+        env_config[ours] = env[theirs]
+    env_config["max_restarts"] = env["max_lifetime_restarts"]
+    period = env["restarts_rate_limit_period_s"]
+    env_config["max_restarts_per_minute"] = max(1, round(env["restarts_rate_limit_n"] * 60 / period))
+    for key in ENGINE_SETTINGS:
+        env_config[key] = engine[key]
+    if env["seed"] != -1:
+        env_config["seed"] = env["seed"]
+        t.put("seed", env["seed"], "env_settings.seed")
+    t.put("env_config", env_config, "env_settings, engine_settings")
+    t.put("num_env_runners", 0 if env["num_envs"] == 1 else env["num_envs"], "env_settings.num_envs")

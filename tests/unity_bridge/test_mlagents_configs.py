@@ -1,0 +1,149 @@
+"""ML-Agents' own example trainer configs (tests/data/mlagents_configs), run unchanged with
+``train.py FILE --env STANDIN`` on the stand-in player's example games: each trains, writes a
+checkpoint, rolls out and exports its brains; 3DBall's normalised brain plays in the stand-in's brain
+runner with rollout.py's return; WallJump's curriculum advances in order, reaches the game, and resumes
+in its lesson."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.helpers import ROOT
+
+CONFIGS = ROOT / "tests" / "data" / "mlagents_configs"
+pytestmark = pytest.mark.slow
+
+# Each config with the stand-in build of its game (helper games named and shaped as ML-Agents' examples).
+RUNS = {
+    "3DBall.sac.yaml": "3DBall",
+    "3DBallHard.ppo.yaml": "3DBallHard",
+    "GridWorld.ppo.yaml": "GridWorld",
+    "PushBlock.ppo.yaml": "PushBlock",
+    "WallJump.ppo.yaml": "WallJump",
+    "3DBall_randomize.ppo.pre1.yaml": "3DBall",
+}
+SHORT = ["--no-graphics", "--config.min_sample_timesteps_per_iteration=0"]  # an iteration: one buffer
+
+
+def train(
+    config: str, build: Path, out: Path, *extra: str, timeout: int = 240
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "train.py", str(CONFIGS / config), "--env", str(build), "--results-dir", str(out),
+         *SHORT, *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def rollout(checkpoint: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "rollout.py", str(checkpoint), "--no-out", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+
+
+def rows(out: Path) -> list[dict[str, str]]:
+    (progress,) = out.glob("ppo/*/progress.csv")
+    return list(csv.DictReader(progress.open()))
+
+
+def checkpoint(out: Path) -> Path:
+    return sorted(out.glob("ppo/*/checkpoint_*"))[-1]
+
+
+def mean_return(text: str, label: str = "return") -> float:
+    return float(re.search(rf"{label} mean (-?[\d.]+)", text).group(1))
+
+
+@pytest.mark.parametrize("config", list(RUNS))
+def test_an_example_config_trains_checkpoints_rolls_out_and_exports_brains(config, standin_builds, tmp_path):
+    out = tmp_path / "results"
+    trained = train(config, standin_builds / RUNS[config], out, "--stop-iters", "1")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert "per agent" in trained.stdout  # mlagents-learn's mean reward beside RLlib's sum
+    played = rollout(checkpoint(out), "--episodes", "1", "--export-unity", str(tmp_path / "brains"))
+    assert played.returncode == 0, played.stderr[-3000:]
+    brains = json.loads((tmp_path / "brains" / "brains.json").read_text())["behaviors"]
+    game = yaml.safe_load((CONFIGS / config).read_text())["behaviors"]
+    assert {re.sub(r"\?team=\d+$", "", b) for b in brains} == set(game)
+    assert all((tmp_path / "brains" / b["file"]).is_file() for b in brains.values())
+
+
+def test_3dball_with_normalize_trains_and_its_brain_plays_with_rollouts_return(standin_builds, tmp_path):
+    """3DBall.yaml unchanged (normalize: true, 12 agents in one scene): statistics per behavior, saved
+    with the checkpoint and inside the exported brain, which plays as rollout.py does."""
+    out = tmp_path / "results"
+    trained = train("3DBall.ppo.yaml", standin_builds / "3DBall", out, "--stop-iters", "2")
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    table = rows(out)
+    assert all(int(float(r["env_runners/num_agent_steps_sampled"])) >= 12000 for r in table)  # buffer_size
+    assert all(
+        float(r["env_runners/agent_return_mean"]) < float(r["env_runners/episode_return_mean"]) for r in table
+    )
+    ckpt = checkpoint(out)
+    exported = rollout(ckpt, "--episodes", "1", "--export-unity", str(tmp_path / "brains"))
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    from envsdk.evaluation.restore import load
+    from envsdk.training.hooks.observation_filter import saved_statistics
+    from envsdk.training.run.checkpoints import locate
+
+    restored = load(locate(ckpt).checkpoint)
+    module = RLModule.from_checkpoint(restored.module_dir / "3DBall")
+    stats = saved_statistics(restored, module, "3DBall")
+    assert stats is not None and list(stats.stats) == [()]  # the behavior's statistics, in the brain's graph
+    mean, std = stats.stats[()]
+    assert mean.shape == (8,) and (std > 0).sum() >= 4  # trained (some of the game's features are constant)
+    one_agent = ["--env-config", '{"additional_args": ["--agents", "1"]}', "--episodes", "30"]
+    trainer = mean_return(rollout(ckpt, *one_agent).stdout)
+    played = subprocess.run(
+        [str(standin_builds / "3DBall.x86_64"), "-nographics", "--agents", "1", "--brain",
+         str(tmp_path / "brains"), "--episodes", "30"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert played.returncode == 0, played.stdout + played.stderr[-2000:]
+    brain = mean_return(played.stdout, "agent return")
+    # Same policy, other starts: 30 episodes each, std about 1.1 (a mean's standard error 0.2).
+    assert abs(brain - trainer) < 0.8, (brain, trainer)
+
+
+def test_walljump_curriculum_advances_reaches_the_game_and_resumes_in_its_lesson(standin_builds, tmp_path):
+    """WallJump_curriculum.yaml unchanged but for a smaller max_steps (its lessons end at 10%, 30% and
+    50% of it): the lessons advance in order, the game logs each lesson's values (a sampler's draws in
+    its range), and a resumed run continues in the lesson it stopped in."""
+    out, logs = tmp_path / "results", tmp_path / "logs"
+    steps = "--config.policy_max_steps={BigWallJump: 6000, SmallWallJump: 6000}"
+    first = train(
+        "WallJump_curriculum.ppo.yaml", standin_builds / "WallJump", out, steps,
+        f"--config.env_config.log_folder={logs / 'first'}", "--stop-iters", "2",
+    )  # fmt: skip
+    assert first.returncode == 0, first.stderr[-3000:]
+    stopped_in = [int(r["curriculum/big_wall_height/lesson"]) for r in rows(out)][-1]
+    assert stopped_in >= 1
+    resumed = train(
+        "WallJump_curriculum.ppo.yaml", standin_builds / "WallJump", out, steps,
+        f"--config.env_config.log_folder={logs / 'resumed'}", "--stop-iters", "5", "--resume",
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    table = rows(out)
+    big = [int(r["curriculum/big_wall_height/lesson"]) for r in table]
+    small = [float(r["curriculum/small_wall_height/value"]) for r in table]
+    assert big == sorted(big) and big[2] >= stopped_in and big[-1] >= 2, big  # in order, resumed in place
+    assert small == sorted(small) and small[0] == 1.5 and small[-1] >= 2.5, small
+    log = "\n".join(p.read_text() for p in sorted(logs.glob("*/*.log")))
+    for low, high in ((0.0, 4.0), (6.0, 8.0)):  # Lesson0's and Lesson2's samplers, drawn per episode
+        drawn = [
+            float(v)
+            for v in re.findall(rf"big_wall_height drawn (-?[\d.]+) \(uniform {low:g}\.\.{high:g}\)", log)
+        ]
+        assert len(drawn) >= 5 and all(low <= v <= high for v in drawn), (low, high, drawn[:5])
+    assert "small_wall_height = 2.5" in log
