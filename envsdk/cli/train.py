@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import envsdk
 from envsdk import internals, speedups, substitutions
-from envsdk.config import legacy
 from envsdk.cli import mlagents_flags
+from envsdk.config import legacy
 from envsdk.config.yamlio import LineDict, parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli, said_under
 from envsdk.notices import notice

@@ -404,7 +404,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         for line in (
             f"brain: {len(returns)} rounds, return mean {np.mean(returns):.4f}, std {np.std(returns):.4f}",
-            f"brain: {len(agents)} agent episodes, agent return mean {np.mean(agents):.4f}, std {np.std(agents):.4f}",
+            f"brain: {len(agents)} agent episodes, agent return mean {np.mean(agents):.4f},"
+            f" std {np.std(agents):.4f}",
         ):
             log(line)
             print(line)

@@ -127,7 +127,8 @@ def translate(
     data: LineDict, path: Path, flags: dict[str, dict[str, Any]] | None = None
 ) -> tuple[LineDict, list[tuple[str, str]]]:
     """``(experiment name -> experiment spec, what each key became)`` for an mlagents-learn file;
-    ``flags``: the sections' keys that mlagents-learn's flags set (:func:`envsdk.cli.mlagents_flags.given`), over the file's."""
+    ``flags``: the sections' keys that mlagents-learn's flags set, over the file's
+    (:func:`envsdk.cli.mlagents_flags.given`)."""
     flags = dict(flags or {})
     deterministic = flags.pop("network_settings", {}).get("deterministic")
     options = checked_run_options(deep_update(data, {s: LineDict(v) for s, v in flags.items()}))
