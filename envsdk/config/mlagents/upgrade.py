@@ -5,8 +5,9 @@ Two older forms, which mlagents-learn 1.x refuses:
 * up to 0.16: behavior names at the top level (and ``default:``), each with ``trainer: ppo`` and
   flat keys (``batch_size``, ``hidden_units``, ``use_recurrent`` ...);
 * 0.17 and 0.18: ``behaviors:`` (some copies with the flat keys still under it), with
-  ``curriculum:`` (per behavior: ``measure``, ``thresholds``, ``min_lesson_length``, ``signal_smoothing``, a list of values per parameter) and
-  ``parameter_randomization:`` (samplers with flat keys) beside it.
+  ``curriculum:`` (per behavior: ``measure``, ``thresholds``, ``min_lesson_length``,
+  ``signal_smoothing``, a list of values per parameter) and ``parameter_randomization:`` (samplers
+  with flat keys) beside it.
 
 :func:`upgrade` returns the 1.x form, with one notice; a flat key that has no place in it is named.
 """
