@@ -147,3 +147,24 @@ def test_walljump_curriculum_advances_reaches_the_game_and_resumes_in_its_lesson
         ]
         assert len(drawn) >= 5 and all(low <= v <= high for v in drawn), (low, high, drawn[:5])
     assert "small_wall_height = 2.5" in log
+
+
+def test_behaviors_the_game_lacks_are_left_out_with_a_notice_as_mlagents_learn_ignores_them(
+    standin_builds, tmp_path
+):
+    """One file for several games (as ML-Agents' old trainer_config.yaml): the game's behaviors train and
+    stop at their max_steps; the others are named once and left out."""
+    config = tmp_path / "trainer.yaml"
+    behavior = "{trainer_type: ppo, hyperparameters: {batch_size: 50, buffer_size: 200}, max_steps: 400"
+    behavior += ", summary_freq: 200}"
+    config.write_text(f"behaviors:\n  Chase: {behavior}\n  Runner: {behavior}\n")
+    out = tmp_path / "results"
+    trained = subprocess.run(
+        [sys.executable, "train.py", str(config), "--env", str(standin_builds / "Chase"), "--no-graphics",
+         "--results-dir", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    assert "policy_max_steps: Runner: no such policy in this run" in trained.stderr
+    steps = [int(float(r["env_runners/num_module_steps_sampled_lifetime/Chase"])) for r in rows(out)]
+    assert steps[-1] >= 400 and (len(steps) == 1 or steps[-2] < 400)

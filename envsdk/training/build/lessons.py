@@ -9,6 +9,7 @@ that advance the lessons (:mod:`envsdk.training.hooks.lessons`, ``stage_hooks``)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any
 
@@ -21,7 +22,8 @@ from envsdk.envs.base import TaskSettable
 from envsdk.envs.curriculum import DrawingFactory
 from envsdk.envs.registry import ResolvedEnv
 from envsdk.envs.unity.rllib_env import PolicyMapping, UnityEnv, UnityGymEnv
-from envsdk.errors import UserError
+from envsdk.errors import UserError, closest
+from envsdk.notices import notice
 from envsdk.training.hooks.callbacks import add_callback
 from envsdk.training.hooks.lessons import SINGLE_AGENT_POLICY, LessonSetup, advance, restored
 from unity_bridge.samplers import Sampler
@@ -101,6 +103,36 @@ def policies_of(
     return out
 
 
+def _known_policies_only(
+    parameters: EnvironmentParameters, config: AlgorithmConfig, where: str
+) -> EnvironmentParameters:
+    """``policy_max_steps`` of the run's policies: a name close to one of them is a typo (refused); one
+    that is not is a behavior the game lacks, left out with a notice, as mlagents-learn reads only the
+    settings of the behaviors its game has."""
+    known = set(map(str, config.policies or ())) if config.is_multi_agent else {SINGLE_AGENT_POLICY}
+    unknown = sorted(set(parameters.policy_max_steps) - known)
+    for name in unknown:
+        near = closest(name, known, n=1)
+        if near:
+            raise UserError(
+                f"{where}: policy_max_steps names '{name}', which is no policy of this run",
+                f"did you mean '{near[0]}'?",
+            )
+    if not unknown:
+        return parameters
+    kept = {p: n for p, n in parameters.policy_max_steps.items() if p in known}
+    if parameters.policy_max_steps and not kept:
+        raise UserError(
+            f"{where}: policy_max_steps names no policy of this run ({', '.join(unknown)})",
+            f"name the run's policies: {', '.join(sorted(known))}",
+        )
+    notice(
+        f"policy_max_steps: {', '.join(unknown)}: no such policy in this run (the game has no such"
+        " behavior), left out"
+    )
+    return dataclasses.replace(parameters, policy_max_steps=kept)
+
+
 def install(
     config: AlgorithmConfig, parameters: EnvironmentParameters | None, target: Any, where: str
 ) -> None:
@@ -112,6 +144,7 @@ def install(
             f"{where}: environment_parameters need the new API stack; a ModelV2 custom_model runs on the old",
             "use an RLModule plugin, or leave environment_parameters out",
         )
+    parameters = _known_policies_only(parameters, config, where)
     policies = policies_of(parameters, config, target, where)
     for parameter in parameters.parameters:
         for lesson in parameter.lessons:
