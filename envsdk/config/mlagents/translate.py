@@ -51,6 +51,8 @@ RULES: dict[str, str] = {
     "hyperparameters.epsilon": "clip_param",
     "hyperparameters.epsilon_schedule": "linear: a notice (RLlib's clip_param is constant)",
     "hyperparameters.lambd": "lambda_",
+    "behaviors.NAME.hyperparameters": "PPO: a behavior's own learning rate, beta, epsilon and their"
+    " schedules in algorithm_config_overrides_per_module; the rest once for all (else refused)",
     "hyperparameters.num_epoch": "num_epochs",
     "hyperparameters.shared_critic": "model.vf_share_layers",
     "hyperparameters.buffer_init_steps": "num_steps_sampled_before_learning_starts",
@@ -144,7 +146,10 @@ def translate(
     t.put("env", "unity", "behaviors", top=True)
     t.put("count_steps_by", "agent_steps", "behaviors (steps are agent steps)")
     _shared(t, behaviors)
-    (_ppo if kind == "ppo" else _sac)(t, first)
+    if kind == "ppo":
+        _ppo(t, first, behaviors)
+    else:
+        _sac(t, first)
     _network(t, first["network_settings"], behaviors)
     _per_behavior(t, behaviors)
     _checkpoints(t, first, options["checkpoint_settings"])
@@ -192,18 +197,39 @@ def _one_algorithm(behaviors: LineDict) -> None:
 
 
 # Keys that RLlib sets once for the whole run: every behavior must give them the same value.
-GLOBAL = {
-    "hyperparameters": None,  # all of them (RLlib's algorithm config is one for all policies)
-    "network_settings": None,
-    "time_horizon": None,
-    "summary_freq": None,
-    "checkpoint_interval": None,
-    "keep_checkpoints": None,
-    "even_checkpoints": None,
-    "reward_signals": None,
-    "threaded": None,
-    "self_play": None,
+GLOBAL = (
+    "hyperparameters",  # but PER_POLICY's (RLlib's algorithm config is one for all policies)
+    "network_settings",
+    "time_horizon",
+    "summary_freq",
+    "checkpoint_interval",
+    "keep_checkpoints",
+    "even_checkpoints",
+    "reward_signals",
+    "threaded",
+    "self_play",
+)
+# PPO's hyperparameters that RLlib's learners read per policy (AlgorithmConfig.get_config_for_module):
+# a behavior's own go into algorithm_config_overrides_per_module.
+PER_POLICY = {
+    "ppo": (
+        "learning_rate",
+        "learning_rate_schedule",
+        "beta",
+        "beta_schedule",
+        "epsilon",
+        "epsilon_schedule",
+    ),
+    "sac": (),
 }
+
+
+def _comparable(settings: LineDict, key: str) -> Any:
+    """A behavior's ``key`` as the once-per-run check compares it (per-policy hyperparameters left out)."""
+    if key != "hyperparameters":
+        return settings[key]
+    own = PER_POLICY[settings["trainer_type"]]
+    return {k: v for k, v in settings[key].items() if k not in own}
 
 
 def _shared(t: Translation, behaviors: LineDict) -> None:
@@ -212,7 +238,7 @@ def _shared(t: Translation, behaviors: LineDict) -> None:
     first = behaviors[names[0]]
     for other in names[1:]:
         for key in GLOBAL:
-            if behaviors[other][key] != first[key]:
+            if _comparable(behaviors[other], key) != _comparable(first, key):
                 raise UserError(
                     f"{where_of(behaviors[other], key, behaviors.where(other))}: behaviors {names[0]} and"
                     f" {other} differ in {key}, which RLlib sets once for a run",
@@ -249,17 +275,32 @@ def _schedule(value: float, kind: str, max_steps: int, floor: float) -> Any:
     return value if kind == "constant" else [[0, value], [max_steps, floor]]
 
 
-def _ppo(t: Translation, settings: LineDict) -> None:
+def _ppo_per_policy(settings: LineDict) -> dict[str, Any]:
+    """A behavior's learning rate, entropy and clip, with its schedules to its own max_steps."""
+    h, steps = settings["hyperparameters"], settings["max_steps"]
+    return {
+        "lr": _schedule(h["learning_rate"], h["learning_rate_schedule"], steps, LEARNING_RATE_FLOOR),
+        "entropy_coeff": _schedule(h["beta"], h["beta_schedule"], steps, BETA_FLOOR),
+        "clip_param": h["epsilon"],
+    }
+
+
+def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
     h = settings["hyperparameters"]
-    steps = settings["max_steps"]
     t.put("train_batch_size", h["buffer_size"], "hyperparameters.buffer_size", (h, "buffer_size"))
     t.put("minibatch_size", h["batch_size"], "hyperparameters.batch_size", (h, "batch_size"))
     t.put("num_epochs", h["num_epoch"], "hyperparameters.num_epoch", (h, "num_epoch"))
-    lr = _schedule(h["learning_rate"], h["learning_rate_schedule"], steps, LEARNING_RATE_FLOOR)
-    t.put("lr", lr, "hyperparameters.learning_rate", (h, "learning_rate"))
-    beta = _schedule(h["beta"], h["beta_schedule"], steps, BETA_FLOOR)
-    t.put("entropy_coeff", beta, "hyperparameters.beta", (h, "beta"))
-    t.put("clip_param", h["epsilon"], "hyperparameters.epsilon", (h, "epsilon"))
+    shared = _ppo_per_policy(settings)
+    t.put("lr", shared["lr"], "hyperparameters.learning_rate", (h, "learning_rate"))
+    t.put("entropy_coeff", shared["entropy_coeff"], "hyperparameters.beta", (h, "beta"))
+    t.put("clip_param", shared["clip_param"], "hyperparameters.epsilon", (h, "epsilon"))
+    overrides = {}
+    for name, other in behaviors.items():
+        own = {k: v for k, v in _ppo_per_policy(other).items() if v != shared[k]}
+        if own:
+            overrides[default_policy_id(str(name))] = own
+    if overrides:
+        t.put("algorithm_config_overrides_per_module", overrides, "hyperparameters (a behavior's own)")
     if h["epsilon_schedule"] == "linear":
         t.note(
             "epsilon_schedule: linear",

@@ -109,7 +109,9 @@ def _known_policies_only(
     """``policy_max_steps`` of the run's policies: a name close to one of them is a typo (refused); one
     that is not is a behavior the game lacks, left out with a notice, as mlagents-learn reads only the
     settings of the behaviors its game has."""
-    known = set(map(str, config.policies or ())) if config.is_multi_agent else {SINGLE_AGENT_POLICY}
+    if not config.is_multi_agent:  # one policy; or a dry run that did not ask a multi-agent env for its own
+        return parameters
+    known = set(map(str, config.policies or ()))
     unknown = sorted(set(parameters.policy_max_steps) - known)
     for name in unknown:
         near = closest(name, known, n=1)

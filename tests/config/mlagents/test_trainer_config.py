@@ -352,3 +352,30 @@ def test_the_docs_table_is_the_codes():
     docs = (ROOT / "docs" / "mlagents-learn.md").read_text()
     for key, becomes in RULES.items():
         assert f"| `{key}` | {becomes} |" in docs, f"docs/mlagents-learn.md: regenerate the row of {key}"
+
+
+def test_a_behaviors_own_learning_rate_beta_and_epsilon_go_to_its_policy(tmp_path):
+    """What RLlib's PPO learners read per policy may differ between behaviors (RLlib's per-module
+    overrides, checked on a real run in tests/unity_bridge); the rest is refused."""
+    path = tmp_path / "trainer.yaml"
+    path.write_text(
+        "behaviors:\n"
+        "  A: {trainer_type: ppo, max_steps: 1000}\n"
+        "  B?team=1: {trainer_type: ppo, max_steps: 4000,"
+        " hyperparameters: {learning_rate: 0.001, epsilon: 0.3}}\n"
+    )
+    (exp,) = load_experiments(path)
+    assert exp.config["lr"] == [[0, 3e-4], [1000, 1e-10]]
+    own = exp.config["algorithm_config_overrides_per_module"]
+    assert own == {
+        "B_team_1": {
+            "lr": [[0, 0.001], [4000, 1e-10]],
+            "entropy_coeff": [[0, 5e-3], [4000, 1e-5]],
+            "clip_param": 0.3,
+        }
+    }
+    path.write_text(
+        "behaviors:\n  A: {trainer_type: ppo}\n  B: {trainer_type: ppo, hyperparameters: {buffer_size: 64}}\n"
+    )
+    with pytest.raises(UserError, match="differ in hyperparameters"):
+        load_experiments(path)
