@@ -40,7 +40,7 @@ LATER = {
 
 # What every key becomes, for the docs' table (docs/mlagents-learn.md) and --dry-run.
 RULES: dict[str, str] = {
-    "behaviors.NAME": "one policy per behavior (its name without ?team=N), env: unity",
+    "behaviors.NAME": "one policy per behavior, for all its teams (env_config.policy_mapping), env: unity",
     "trainer_type": "run: PPO or SAC (poca: refused, " + LATER["poca"] + ")",
     "hyperparameters.batch_size": "minibatch_size (PPO, agent steps); train_batch_size (SAC)",
     "hyperparameters.buffer_size": "train_batch_size (PPO, agent steps); replay_buffer_config.capacity (SAC)",
@@ -433,5 +433,7 @@ def _env_config(t: Translation, options: LineDict) -> None:
     if env["seed"] != -1:
         env_config["seed"] = env["seed"]
         t.put("seed", env["seed"], "env_settings.seed")
+    # Every team of a behavior ('Striker?team=0') is the behavior's one policy, as in mlagents-learn.
+    env_config["policy_mapping"] = {str(name): default_policy_id(str(name)) for name in options["behaviors"]}
     t.put("env_config", env_config, "env_settings, engine_settings")
     t.put("num_env_runners", 0 if env["num_envs"] == 1 else env["num_envs"], "env_settings.num_envs")
