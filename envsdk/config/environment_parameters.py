@@ -26,13 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envsdk.config.yamlio import where_of
 from envsdk.errors import UserError, did_you_mean
 from envsdk.notices import notice
-from unity_bridge.errors import SettingsError
-from unity_bridge.samplers import GAUSSIAN, Sampler, parse_parameter, seeded_in_order
+
+if TYPE_CHECKING:  # the samplers are read when the key is given: a gym run imports no Unity bridge
+    from unity_bridge.samplers import Sampler
 
 KEY = "environment_parameters"
 MAX_STEPS_KEY = "policy_max_steps"
@@ -111,6 +112,8 @@ class EnvironmentParameters:
 
 def mean_of(value: float | Sampler) -> float:
     """A constant, or a sampler's mean (multirange: intervals weighted by their length)."""
+    from unity_bridge.samplers import GAUSSIAN, Sampler
+
     if not isinstance(value, Sampler):
         return float(value)
     if value.kind == GAUSSIAN:
@@ -123,6 +126,9 @@ def mean_of(value: float | Sampler) -> float:
 
 
 def _value(value: Any, where: str, name: str) -> float | Sampler:
+    from unity_bridge.errors import SettingsError
+    from unity_bridge.samplers import parse_parameter
+
     try:
         return parse_parameter(value, name)
     except SettingsError as err:
@@ -278,6 +284,8 @@ def parse(
             "e.g. environment_parameters: {gravity: 9.81}",
         )
     parsed = [_parameter(str(name), value, where_of(raw, name, where)) for name, value in raw.items()]
+    from unity_bridge.samplers import seeded_in_order
+
     seeded = iter(seeded_in_order([lesson.value for p in parsed for lesson in p.lessons], run_seed))
     parameters = tuple(
         Parameter(p.name, tuple(Lesson(lesson.name, next(seeded), lesson.criteria) for lesson in p.lessons))

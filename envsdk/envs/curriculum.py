@@ -28,7 +28,6 @@ from envsdk.envs.imports import import_ref
 from envsdk.envs.multi_agent_wrapper import MultiAgentWrapper
 from envsdk.envs.registry import EnvFactory
 from envsdk.errors import UserError
-from unity_bridge.samplers import Sampler
 
 
 def legacy_view(result: dict[str, Any]) -> dict[str, Any]:
@@ -125,6 +124,8 @@ class ParameterDraws:
         self.values = dict(values)
 
     def draw(self) -> dict[str, float]:
+        from unity_bridge.samplers import Sampler  # here: a gym run imports no Unity bridge
+
         task = {}
         for name, value in self.values.items():
             if isinstance(value, Sampler):

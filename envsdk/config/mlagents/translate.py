@@ -21,7 +21,6 @@ from envsdk.config.mlagents.schema import ENGINE_SETTINGS, checked_run_options, 
 from envsdk.config.yamlio import LineDict, where_of
 from envsdk.errors import UserError
 from envsdk.notices import notice
-from unity_bridge.behavior_names import default_policy_id
 
 # mlagents' DecayedValue floors: a linear schedule ends at these values at max_steps.
 LEARNING_RATE_FLOOR, BETA_FLOOR, EPSILON_FLOOR = 1e-10, 1e-5, 0.1
@@ -294,6 +293,8 @@ def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
     t.put("lr", shared["lr"], "hyperparameters.learning_rate", (h, "learning_rate"))
     t.put("entropy_coeff", shared["entropy_coeff"], "hyperparameters.beta", (h, "beta"))
     t.put("clip_param", shared["clip_param"], "hyperparameters.epsilon", (h, "epsilon"))
+    from unity_bridge.behavior_names import default_policy_id
+
     overrides = {}
     for name, other in behaviors.items():
         own = {k: v for k, v in _ppo_per_policy(other).items() if v != shared[k]}
@@ -386,6 +387,8 @@ def _network(t: Translation, network: LineDict, behaviors: LineDict) -> None:
 
 def _per_behavior(t: Translation, behaviors: LineDict) -> None:
     """``max_steps`` per behavior's policy, and the stop when every policy has its steps."""
+    from unity_bridge.behavior_names import default_policy_id
+
     policies = {str(name): default_policy_id(str(name)) for name in behaviors}
     steps = {policies[name]: settings["max_steps"] for name, settings in behaviors.items()}
     t.put("policy_max_steps", steps, "max_steps")
@@ -434,6 +437,8 @@ def _env_config(t: Translation, options: LineDict) -> None:
         env_config["seed"] = env["seed"]
         t.put("seed", env["seed"], "env_settings.seed")
     # Every team of a behavior ('Striker?team=0') is the behavior's one policy, as in mlagents-learn.
+    from unity_bridge.behavior_names import default_policy_id
+
     env_config["policy_mapping"] = {str(name): default_policy_id(str(name)) for name in options["behaviors"]}
     t.put("env_config", env_config, "env_settings, engine_settings")
     t.put("num_env_runners", 0 if env["num_envs"] == 1 else env["num_envs"], "env_settings.num_envs")

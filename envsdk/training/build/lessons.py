@@ -21,12 +21,10 @@ from envsdk.config.yamlio import LineDict
 from envsdk.envs.base import TaskSettable
 from envsdk.envs.curriculum import DrawingFactory
 from envsdk.envs.registry import ResolvedEnv
-from envsdk.envs.unity.rllib_env import PolicyMapping, UnityEnv, UnityGymEnv
 from envsdk.errors import UserError, closest
 from envsdk.notices import notice
 from envsdk.training.hooks.callbacks import add_callback
 from envsdk.training.hooks.lessons import SINGLE_AGENT_POLICY, LessonSetup, advance, restored
-from unity_bridge.samplers import Sampler
 
 UNITY_PARAMETERS = "env_parameters"  # the Unity env_config key its launch sends
 
@@ -46,6 +44,8 @@ def take(values: LineDict) -> EnvironmentParameters | None:
 
 
 def is_unity(target: Any) -> bool:
+    from envsdk.envs.unity.rllib_env import UnityEnv, UnityGymEnv  # here: a gym run imports no gRPC
+
     return isinstance(target, type) and issubclass(target, UnityEnv | UnityGymEnv)
 
 
@@ -68,6 +68,8 @@ def with_parameters(
                 f"{where}: '{both[0]}' is in both environment_parameters and env_config.env_parameters",
                 "give it in one of them",
             )
+        from unity_bridge.samplers import Sampler
+
         sent = {name: v.to_yaml() if isinstance(v, Sampler) else v for name, v in values.items()}
         return resolved, {**env_config, UNITY_PARAMETERS: {**given, **sent}}
     if isinstance(target, type) and not issubclass(target, TaskSettable):
@@ -89,7 +91,11 @@ def policies_of(
     if not config.is_multi_agent:
         return dict.fromkeys(behaviors, SINGLE_AGENT_POLICY)
     known = set(config.policies or ())
-    mapping = PolicyMapping(dict(config.env_config.get("policy_mapping") or {})) if is_unity(target) else None
+    mapping = None
+    if is_unity(target):
+        from envsdk.envs.unity.rllib_env import PolicyMapping
+
+        mapping = PolicyMapping(dict(config.env_config.get("policy_mapping") or {}))
     out = {}
     for behavior in behaviors:
         policy = mapping.policy_for(behavior) if mapping is not None else behavior
