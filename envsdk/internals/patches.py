@@ -288,6 +288,9 @@ OVERRIDDEN = {
     "ray.rllib.core.models.base:Model._forward": (
         "networks/encoder.py: our encoders' pass, as RLlib's Catalog models write it (input_dict, kwargs)"
     ),
+    "ray.rllib.core.models.torch.encoder:TorchLSTMEncoder._forward": (
+        "networks/encoder.py: RLlib's LSTM pass, handed the steps our reader made vectors of (inputs, kwargs)"
+    ),
     "ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module:DefaultSACTorchRLModule"
     "._forward_train_continuous": (
         "tests/training/substitutes/test_sac.py: a SAC module sharing its encoder, checked against"

@@ -14,7 +14,7 @@ algorithm's own default module class (see :mod:`envsdk.networks.choice`).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -23,12 +23,11 @@ from ray.rllib.algorithms.dqn.dqn_catalog import DQNCatalog
 from ray.rllib.algorithms.ppo.ppo_catalog import PPOCatalog
 from ray.rllib.algorithms.sac.sac_catalog import SACCatalog
 from ray.rllib.core.models.base import Encoder
-from ray.rllib.core.models.configs import ModelConfig
+from ray.rllib.core.models.configs import ModelConfig, RecurrentEncoderConfig
 
 from envsdk import internals
 from envsdk.envs.keys import has_action_mask
-from envsdk.envs.spaces import SpaceError
-from envsdk.networks.encoder import ObsActionEncoderConfig, SpaceEncoderConfig
+from envsdk.networks.encoder import ObsActionEncoderConfig, RecurrentSpaceEncoderConfig, SpaceEncoderConfig
 
 Q_NETWORK = "q_network"  # envsdk's model_config key: how SAC-family critics read the action
 Q_NETWORKS = {
@@ -56,15 +55,16 @@ class AnySpaceMixin:
         if rllib_encodes(observation_space):
             return cls._rllib_encoder_config(observation_space, model_config_dict, action_space)
         if model_config_dict.get("use_lstm"):
+            # RLlib's LSTM encoder, reading the observation through our encoder (its "tokenizer")
+            # where that is one tensor, through RecurrentSpaceEncoderConfig where it has parts.
+            config = cls._rllib_encoder_config(observation_space, model_config_dict, action_space)
             if has_action_mask(observation_space) or isinstance(
                 observation_space, gym.spaces.Dict | gym.spaces.Tuple
             ):
-                raise SpaceError(
-                    "use_lstm with several observations per step (Dict/Tuple or an action mask) has no "
-                    "default model; use a single Box/Discrete observation or a custom_model"
+                return RecurrentSpaceEncoderConfig.reading_through_tokenizer(
+                    cast(RecurrentEncoderConfig, config)
                 )
-            # RLlib's LSTM encoder, reading the observation through our encoder (its "tokenizer").
-            return cls._rllib_encoder_config(observation_space, model_config_dict, action_space)
+            return config
         return SpaceEncoderConfig.from_model_config(observation_space, model_config_dict)
 
     @classmethod

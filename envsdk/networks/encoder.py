@@ -20,20 +20,28 @@ The readers' outputs are concatenated and go through an MLP of
 the heads see), exactly like RLlib's MLP encoder for a flat ``Box``.  An
 action mask in the observation is not encoded: the masking modules in
 :mod:`envsdk.networks.masking` apply it to the outputs.
+
+With ``use_lstm``, RLlib's own LSTM encoder reads a single-tensor observation
+through this encoder (its "tokenizer").  RLlib's tokenizing reads one tensor
+only, so an observation of several parts (a ``Dict``, a ``Tuple``, an action
+mask) gets :class:`RecurrentSpaceEncoderConfig`: the same encoder on every step
+of every sequence, then RLlib's LSTM over the steps.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 import torch
+import tree
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.models.base import ENCODER_OUT, Encoder
-from ray.rllib.core.models.configs import ModelConfig
+from ray.rllib.core.models.configs import ModelConfig, RecurrentEncoderConfig
 from ray.rllib.core.models.torch.base import TorchModel
+from ray.rllib.core.models.torch.encoder import TorchLSTMEncoder
 from ray.rllib.core.models.torch.primitives import TorchCNN, TorchMLP
 from torch import nn
 
@@ -146,9 +154,15 @@ class _Reader(nn.Module):
 
 
 class _OneHot(_Reader):
-    """Discrete / MultiDiscrete values -> one block of one-hot columns per branch."""
+    """Discrete / MultiDiscrete values -> one block of one-hot columns per branch.
+
+    With ``use_lstm`` RLlib pads the learner's sequences with zeros, below the values of a space
+    that starts above 0; those steps are left out of the loss, and are read here as the space's
+    first value.
+    """
 
     offsets: torch.Tensor
+    starts: torch.Tensor | None
 
     def __init__(self, space: gym.Space):
         super().__init__()
@@ -160,9 +174,15 @@ class _OneHot(_Reader):
         self.width = int(sizes.sum())
         offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]) - starts
         self.register_buffer("offsets", torch.as_tensor(offsets, dtype=torch.long), persistent=False)
+        # float: ONNX opset 9 (Barracuda's brains) takes Max of floats only
+        lowest = torch.as_tensor(starts, dtype=torch.float32) if starts.any() else None
+        self.register_buffer("starts", lowest, persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        index = x.reshape(x.shape[0], -1).long() + self.offsets
+        values = x.reshape(x.shape[0], -1)
+        if self.starts is not None:
+            values = torch.maximum(values.float(), self.starts)
+        index = values.long() + self.offsets
         out = torch.zeros(x.shape[0], self.width, device=x.device)
         return out.scatter(1, index, 1.0)
 
@@ -288,6 +308,52 @@ class TorchSpaceEncoder(TorchModel, Encoder):
         parts = [reader(pick(obs, path)) for reader, path in zip(self.readers, self.paths, strict=True)]
         features = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return {ENCODER_OUT: self.mlp(features)}
+
+
+@dataclass
+class RecurrentSpaceEncoderConfig(RecurrentEncoderConfig):
+    """RLlib's LSTM encoder settings, reading an observation of several parts through ``reader``.
+
+    ``reader`` (a :class:`SpaceEncoderConfig`) turns each step's parts into one vector, exactly
+    as without ``use_lstm``; the LSTM (``input_dims``: the reader's width) reads the steps.
+    """
+
+    reader: SpaceEncoderConfig | None = None
+
+    @classmethod
+    def reading_through_tokenizer(cls, config: RecurrentEncoderConfig) -> RecurrentSpaceEncoderConfig:
+        """RLlib's own settings (from ``Catalog._get_encoder_config``), its tokenizer as the reader."""
+        reader = config.tokenizer_config
+        assert isinstance(reader, SpaceEncoderConfig), "the catalog's tokenizer is a SpaceEncoderConfig"
+        settings = {f.name: getattr(config, f.name) for f in fields(config)}
+        return cls(
+            **{**settings, "tokenizer_config": None, "input_dims": reader.output_dims, "reader": reader}
+        )
+
+    def build(self, framework: str = "torch") -> Encoder:
+        # only our torch catalogs make it, from RLlib's LSTM settings
+        assert framework == "torch" and self.recurrent_layer_type == "lstm", "a torch LSTM only"
+        return TorchRecurrentSpaceEncoder(self)
+
+
+class TorchRecurrentSpaceEncoder(TorchLSTMEncoder):
+    """The encoder :class:`RecurrentSpaceEncoderConfig` builds: the reader reads every step of every
+    sequence (``[batch, time]`` folded into one dimension), then RLlib's LSTM encoder runs on the
+    vectors, as it does with no tokenizer."""
+
+    def __init__(self, config: RecurrentSpaceEncoderConfig) -> None:
+        super().__init__(config)
+        assert config.reader is not None, "RecurrentSpaceEncoderConfig needs its reader"
+        self.reader = TorchSpaceEncoder(config.reader)
+
+    # RLlib names this argument `inputs` here and `input_dict` in Encoder; callers pass it by position.
+    def _forward(self, input_dict: dict, **kwargs: Any) -> dict:  # type: ignore[override]
+        obs = input_dict[Columns.OBS]
+        batch, steps = tree.flatten(obs)[0].shape[:2]
+        folded = tree.map_structure(lambda part: part.reshape(batch * steps, *part.shape[2:]), obs)
+        features = self.reader({Columns.OBS: folded})[ENCODER_OUT].reshape(batch, steps, -1)
+        out: dict = super()._forward({**input_dict, Columns.OBS: features}, **kwargs)
+        return out
 
 
 @dataclass

@@ -365,10 +365,9 @@ def test_a_multi_agent_filter_is_refused_under_the_flag_typed(monkeypatch, tmp_p
     import pickle
     from types import SimpleNamespace
 
-    from envsdk.internals import PIECE_STATE_FILE
-
     from envsdk.cli import rollout
     from envsdk.evaluation import onnx_export, unity_brain
+    from envsdk.internals import PIECE_STATE_FILE
     from envsdk.training.hooks import observation_filter
 
     (tmp_path / PIECE_STATE_FILE).write_bytes(

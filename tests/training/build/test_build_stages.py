@@ -59,8 +59,8 @@ def test_values_refuse_a_wrong_value_by_its_line(tmp_path):
 def test_env_applies_horizon_and_dropped_keys_as_wrappers(tmp_path):
     exp = _experiment(tmp_path, "horizon: 50\n")
     keys = _translated(exp)
-    ac.stage_values(exp, keys)
-    plan = ac.stage_env(exp, keys)
+    own = ac.stage_values(exp, keys)
+    plan = ac.stage_env(exp, keys, own)
     assert plan.resolved.name == "CartPole-v1@50-steps" and plan.hooks is not None
     assert "horizon" not in keys.values and plan.evaluation_env is None
 
@@ -82,7 +82,7 @@ def test_the_later_stages_build_a_checked_config_with_our_hooks(tmp_path):
     algo_class = ac.algorithm_class(exp.run)
     keys = ac.stage_translate(exp, algo_class, {})
     own = ac.stage_values(exp, keys)
-    plan = ac.stage_env(exp, keys)
+    plan = ac.stage_env(exp, keys, own)
     with ac.stage_start_env(plan, keys.values, own, dry_run=False) as started:
         assert started.env is not None and started.info.first_obs is not None
         ac.stage_evaluation_env(plan, started, keys.values, own)
