@@ -38,7 +38,7 @@ from envsdk.notices import notice
 # Keys that take another form beside their default's type: "auto", or a schedule
 # ([[timestep, value], ...]) where the default is a plain number.
 AUTO_KEYS = {"rollout_fragment_length", "num_env_runners", "evaluation_duration", "num_cpus_per_learner"}
-SCHEDULE_KEYS = {"lr", "entropy_coeff", "epsilon", "alpha_lr", "actor_lr", "critic_lr"}
+SCHEDULE_KEYS = {"lr", "entropy_coeff", "epsilon", "alpha_lr", "actor_lr", "critic_lr", "clip_param"}
 # String keys that take one of a few words (RLlib checks these only when set through its methods).
 CHOICES = {
     "batch_mode": ("truncate_episodes", "complete_episodes"),

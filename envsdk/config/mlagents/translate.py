@@ -48,7 +48,8 @@ RULES: dict[str, str] = {
     "hyperparameters.beta": "entropy_coeff",
     "hyperparameters.beta_schedule": f"linear: entropy_coeff [[0, beta], [max_steps, {BETA_FLOOR:g}]]",
     "hyperparameters.epsilon": "clip_param",
-    "hyperparameters.epsilon_schedule": "linear: a notice (RLlib's clip_param is constant)",
+    "hyperparameters.epsilon_schedule": f"linear: clip_param [[0, epsilon], [max_steps, {EPSILON_FLOOR:g}]]"
+    " (read by envsdk's PPO learner; refused with stock: true)",
     "hyperparameters.lambd": "lambda_",
     "behaviors.NAME.hyperparameters": "PPO: a behavior's own learning rate, beta, epsilon and their"
     " schedules in algorithm_config_overrides_per_module; the rest once for all (else refused)",
@@ -280,7 +281,7 @@ def _ppo_per_policy(settings: LineDict) -> dict[str, Any]:
     return {
         "lr": _schedule(h["learning_rate"], h["learning_rate_schedule"], steps, LEARNING_RATE_FLOOR),
         "entropy_coeff": _schedule(h["beta"], h["beta_schedule"], steps, BETA_FLOOR),
-        "clip_param": h["epsilon"],
+        "clip_param": _schedule(h["epsilon"], h["epsilon_schedule"], steps, EPSILON_FLOOR),
     }
 
 
@@ -298,16 +299,13 @@ def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
     overrides = {}
     for name, other in behaviors.items():
         own = {k: v for k, v in _ppo_per_policy(other).items() if v != shared[k]}
+        if isinstance(own.get("clip_param"), list):  # RLlib's per-module config: a number; ours: the schedule
+            own["learner_config_dict"] = {"clip_param_schedule": own["clip_param"]}
+            own["clip_param"] = own["clip_param"][0][1]
         if own:
             overrides[default_policy_id(str(name))] = own
     if overrides:
         t.put("algorithm_config_overrides_per_module", overrides, "hyperparameters (a behavior's own)")
-    if h["epsilon_schedule"] == "linear":
-        t.note(
-            "epsilon_schedule: linear",
-            f"RLlib's clip_param stays {h['epsilon']:g} (mlagents-learn decays it to {EPSILON_FLOOR:g}"
-            " at max_steps)",
-        )
     t.put("lambda_", h["lambd"], "hyperparameters.lambd", (h, "lambd"))
     fragment = fragment_length(settings["time_horizon"], h["buffer_size"])
     t.put("rollout_fragment_length", fragment, "time_horizon", (settings, "time_horizon"))
@@ -318,6 +316,7 @@ def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
             " to be within 10% of a multiple of it",
         )
     t.put("use_gae", True, "PPO (mlagents-learn's advantages are GAE)")
+    t.put("vf_loss_coeff", 0.5, "PPO (mlagents-learn weighs its value loss 0.5)")
 
 
 def fragment_length(time_horizon: int, buffer_size: int) -> int:

@@ -135,9 +135,12 @@ def set_up_self_play(
         list(spaces),
     )
     seed = int(values.get("seed") or 0)
-    trained = self_play.configure(config, settings, assign, spaces, model.module_spec, seed)
-    notice(
-        f"self-play: {', '.join(trained)} learn against frozen snapshots"
-        f" ({', '.join(map(self_play.opponent_of, trained))}),"
-        f" a snapshot every {settings.save_steps} steps, the opponent changes every {settings.swap_steps}"
-    )
+    trained = self_play.configure(config, settings, assign, spaces, model.module_spec, seed, where)
+    for policy, teams in trained.items():
+        own = settings.of(policy)
+        notice(
+            f"self-play: {policy} (team{'s' * (len(teams) > 1)} {', '.join(map(str, teams))}) learns while"
+            f" its team learns, else plays frozen snapshots ({self_play.opponent_of(policy)}):"
+            f" a snapshot every {own.save_steps} steps, the opponent changes every {own.swap_steps},"
+            f" the learning team every {own.team_change_steps}"
+        )

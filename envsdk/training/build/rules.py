@@ -24,7 +24,11 @@ from envsdk.notices import notice
 from envsdk.substitutions import PPO_LEARNER, SAC_LEARNER, Stock
 from envsdk.training.build.translate import search_candidates
 from envsdk.training.hooks import observation_filter, reward_normalization
-from envsdk.training.substitutes.ppo.learner import ADVANTAGE_NORMALIZATION, ADVANTAGE_NORMALIZATIONS
+from envsdk.training.substitutes.ppo.learner import (
+    ADVANTAGE_NORMALIZATION,
+    ADVANTAGE_NORMALIZATIONS,
+    CLIP_SCHEDULE,
+)
 from envsdk.training.substitutes.sac.learner import CRITIC_LOSS, CRITIC_LOSSES
 
 
@@ -218,6 +222,29 @@ LEARNER_CHOICES = (
         "the whole train batch's normalization only",
     ),
 )  # fmt: skip
+
+
+def take_clip_schedule(values: LineDict, run: str, default_config: AlgorithmConfig, stock: Stock) -> None:
+    """``clip_param: [[timestep, value], ...]`` (PPO): the clip our PPO learner reads at each timestep
+    (:data:`CLIP_SCHEDULE`); RLlib's own learner keeps ``clip_param`` constant."""
+    schedule = values.get("clip_param")
+    if not isinstance(schedule, list | tuple):
+        return
+    where = values.where("clip_param")
+    if default_config.learner_class is not RLlibPPOTorchLearner or "learner_class" in values:
+        raise UserError(
+            f"{where}: clip_param is a schedule, which only envsdk's PPO learner reads"
+            f" ({run} keeps it constant)",
+            "give clip_param one number",
+        )
+    if not stock.on(PPO_LEARNER):
+        raise UserError(
+            f"{where}: a clip_param schedule is read by envsdk's PPO learner, which stock: (or"
+            f" {substitutions.STOCK}) turns off; RLlib's own learner keeps clip_param constant",
+            f"give clip_param one number, or keep the {PPO_LEARNER} substitution on",
+        )
+    values["clip_param"] = float(schedule[0][1])
+    values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), CLIP_SCHEDULE: schedule}
 
 
 def take_learner_choices(

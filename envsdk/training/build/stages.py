@@ -44,6 +44,7 @@ from envsdk.training.build.rules import (
     new_stack_settings,
     per_learner_batch,
     start_tries,
+    take_clip_schedule,
     take_learner_choices,
     with_horizon,
 )
@@ -122,6 +123,7 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     check_values(values, defaults, search, keys.spelled)
     per_learner_batch(values, search, exp.run, defaults)
     take_learner_choices(values, search, exp.run, keys.default_config, stock)
+    take_clip_schedule(values, exp.run, keys.default_config, stock)
     if values.get("evaluation_config"):
         evaluation = evaluation_settings(values, values.lines.get("evaluation_config", 0))
         for key in ("model", "model_config"):

@@ -371,7 +371,8 @@ def test_a_behaviors_own_learning_rate_beta_and_epsilon_go_to_its_policy(tmp_pat
         "B_team_1": {
             "lr": [[0, 0.001], [4000, 1e-10]],
             "entropy_coeff": [[0, 5e-3], [4000, 1e-5]],
-            "clip_param": 0.3,
+            "clip_param": 0.3,  # mlagents' epsilon_schedule follows learning_rate_schedule: linear
+            "learner_config_dict": {"clip_param_schedule": [[0, 0.3], [4000, 0.1]]},
         }
     }
     path.write_text(

@@ -4,6 +4,7 @@ batch, its rows in one random order, on spaces it was not written around (tests/
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import numpy as np
@@ -150,3 +151,56 @@ def test_the_loss_is_rllibs_on_advantages_normalized_as_asked(tmp_path, obs, act
             learner, module_id=DEFAULT_MODULE_ID, config=learner.config, batch=rows, fwd_out=fwd
         )
         assert not torch.allclose(plain, want)  # the case tells the two apart
+
+
+@pytest.mark.slow  # builds an Algorithm
+@pytest.mark.substitution("ppo-learner")
+def test_a_clip_param_schedule_is_the_clip_the_loss_reads_at_each_timestep(tmp_path: Any) -> None:
+    """``clip_param: [[0, 0.3], [64, 0.1]]`` (mlagents-learn's epsilon_schedule: linear): the loss uses
+    the clip of the current timestep, the learner reports it, RLlib's own config keeps a number."""
+    schedule = [[0, 0.3], [64, 0.1]]
+    with internals.without_object_store():
+        algo = built_algorithm(tmp_path, "PPO", "box", "discrete", False, **PPO, clip_param=schedule)
+        try:
+            assert algo.config.clip_param == 0.3
+            assert algo.config.learner_config_dict["clip_param_schedule"] == schedule
+            clips, steps = [], []
+            for _ in range(3):
+                result = algo.train()
+                clips.append(result["learners"][DEFAULT_MODULE_ID]["curr_clip_param"])
+                steps.append(result["env_runners"]["num_env_steps_sampled_lifetime"])
+            expected = [max(0.1, 0.3 - 0.2 * s / 64) for s in steps]
+            np.testing.assert_allclose(clips, expected, rtol=1e-5)
+            learner = internals.local_learner(algo.learner_group)
+            episodes = algo.env_runner.sample(num_timesteps=16)
+            pipeline = internals.learner_connector(learner)
+            batch = pipeline(
+                rl_module=learner.module, batch={}, episodes=episodes, shared_data={}, metrics=None
+            )
+            rows = batch[DEFAULT_MODULE_ID]
+            with torch.no_grad():
+                fwd = learner.module[DEFAULT_MODULE_ID].forward_train(rows)
+                got = learner.compute_loss_for_module(
+                    module_id=DEFAULT_MODULE_ID, config=learner.config, batch=rows, fwd_out=fwd
+                )
+                at_clip = copy.copy(learner.config)
+                at_clip.clip_param = clips[-1]
+                want = RLlibPPOTorchLearner.compute_loss_for_module(
+                    learner, module_id=DEFAULT_MODULE_ID, config=at_clip, batch=rows, fwd_out=fwd
+                )
+            torch.testing.assert_close(got, want)
+            assert learner.config.clip_param == 0.3  # the learner's own config is left as it was
+        finally:
+            algo.stop()
+
+
+@pytest.mark.parametrize(
+    ("run", "stock", "message"),
+    [("APPO", None, "only envsdk's PPO learner reads"), ("PPO", ["ppo-learner"], "stock: (or ENVSDK_STOCK)")],
+)
+def test_a_clip_param_schedule_without_our_ppo_learner_is_refused(tmp_path: Any, run, stock, message) -> None:
+    from envsdk.errors import UserError
+
+    extra = {"stock": stock} if stock else {}
+    with pytest.raises(UserError, match=re.escape(message)):
+        built_config(tmp_path, run, "box", "discrete", False, clip_param=[[0, 0.2], [100, 0.1]], **extra)

@@ -25,12 +25,18 @@ connector standardizes them once over the whole train batch (``batch``, the defa
 so a minibatch of 64 rows carries whatever mean its rows happen to have, and the
 clipped objective pushes all of its actions' probabilities up or down together.
 
+``clip_param`` as a schedule ``[[timestep, value], ...]`` (mlagents-learn's ``epsilon_schedule:
+linear``, which decays PPO's clip from ``epsilon`` to 0.1 at ``max_steps``; RLlib's learner keeps
+``clip_param`` constant) reaches the learner as ``learner_config_dict``'s :data:`CLIP_SCHEDULE`:
+the loss reads the clip at the current timestep, as RLlib's reads ``entropy_coeff``'s schedule.
+
 Everything else (the loss, metrics, optimizers, checkpoint contents) is RLlib's.
 LunarLander PPO with RL Zoo's settings: configs/lunarlander-ppo.yaml and benchmarks/RESULTS.md.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 from typing import Any
 
@@ -41,12 +47,16 @@ from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as 
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.columns import Columns
 from ray.rllib.evaluation.postprocessing import Postprocessing
+from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
+from ray.rllib.utils.schedules.scheduler import Scheduler
 from ray.rllib.utils.typing import ModuleID
 
 from envsdk import internals
 
 ADVANTAGE_NORMALIZATION = "advantage_normalization"  # the learner_config_dict key
 ADVANTAGE_NORMALIZATIONS = ("batch", "minibatch")  # RLlib's first
+CLIP_SCHEDULE = "clip_param_schedule"  # the learner_config_dict key: [[timestep, clip], ...]
+CURRENT_CLIP = "curr_clip_param"  # the learner's result key, beside RLlib's curr_entropy_coeff
 
 
 def shuffles(config: Any) -> bool:
@@ -95,6 +105,7 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
     def build(self) -> None:
         super().build()
         self.per_minibatch = self.config.learner_config_dict.get(ADVANTAGE_NORMALIZATION) == "minibatch"
+        self.clip_schedulers: dict[ModuleID, Scheduler] = {}  # modules whose clip follows a schedule
         pipeline = internals.learner_connector(self)
         if pipeline is not None and shuffles(self.config):
             pipeline.append(ShuffleRows())
@@ -105,6 +116,26 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         if self.per_minibatch:
             advantages = standardized(batch[Postprocessing.ADVANTAGES], batch.get(Columns.LOSS_MASK))
             batch = {**batch, Postprocessing.ADVANTAGES: advantages}
+        scheduler = self._clip_scheduler(module_id, config)
+        if scheduler is not None:
+            config = copy.copy(config)  # RLlib's loss reads config.clip_param; the module's config stays
+            config.clip_param = float(scheduler.get_current_value())
         return super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
+
+    def _clip_scheduler(self, module_id: ModuleID, config: Any) -> Scheduler | None:
+        schedule = config.learner_config_dict.get(CLIP_SCHEDULE)
+        if schedule is None:
+            return None
+        if module_id not in self.clip_schedulers:
+            self.clip_schedulers[module_id] = Scheduler(
+                schedule, framework=self.framework, device=self._device
+            )
+        return self.clip_schedulers[module_id]
+
+    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        super().after_gradient_based_update(timesteps=timesteps)
+        for module_id, scheduler in self.clip_schedulers.items():
+            clip = scheduler.update(timestep=timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))
+            self.metrics.log_value((module_id, CURRENT_CLIP), clip, window=1)
