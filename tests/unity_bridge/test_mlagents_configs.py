@@ -28,7 +28,6 @@ RUNS = {
     "GridWorld.ppo.yaml": "GridWorld",
     "PushBlock.ppo.yaml": "PushBlock",
     "WallJump.ppo.yaml": "WallJump",
-    "3DBall_randomize.ppo.pre1.yaml": "3DBall",
 }
 SHORT = ["--no-graphics", "--config.min_sample_timesteps_per_iteration=0"]  # an iteration: one buffer
 
@@ -168,3 +167,21 @@ def test_behaviors_the_game_lacks_are_left_out_with_a_notice_as_mlagents_learn_i
     assert "policy_max_steps: Runner: no such policy in this run" in trained.stderr
     steps = [int(float(r["env_runners/num_module_steps_sampled_lifetime/Chase"])) for r in rows(out)]
     assert steps[-1] >= 400 and (len(steps) == 1 or steps[-2] < 400)
+
+
+def test_3dball_randomize_sends_samplers_and_the_game_draws_each_episode(standin_builds, tmp_path):
+    """ML-Agents' 3DBall_randomize (its pre-1.0 copy: parameter_randomization): mass, gravity and scale
+    reach the game as samplers, never as plain floats, and the game's draws spread over each range."""
+    logs = tmp_path / "logs"
+    trained = train(
+        "3DBall_randomize.ppo.pre1.yaml", standin_builds / "3DBall", tmp_path / "results",
+        f"--config.env_config.log_folder={logs}", "--stop-iters", "1",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    log = "\n".join(p.read_text() for p in logs.glob("*.log"))
+    for name, low, high in (("mass", 0.5, 10.0), ("gravity", 7.0, 12.0), ("scale", 0.75, 3.0)):
+        assert not re.search(rf"environment parameter {name} = ", log), name  # no plain float
+        drawn = [float(v) for v in re.findall(rf"{name} drawn (-?[\d.]+) \(uniform", log)]
+        assert len(drawn) >= 20 and all(low <= v <= high for v in drawn), (name, drawn[:5])
+        third = (high - low) / 3
+        assert min(drawn) < low + third and max(drawn) > high - third, (name, min(drawn), max(drawn))
