@@ -12,6 +12,7 @@ import functools
 import importlib
 import os
 import shlex
+import sys
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -374,11 +375,34 @@ def _train(pairs: list[tuple[Any, Any]], args: argparse.Namespace, argv: list[st
                 outcome = _run_one(exp, b, args, with_ray, painter)
                 print_summary(outcome, resume_command(argv))
                 failed |= bool(outcome.errors)
+                if exp.mlagents_keys is not None and not outcome.errors and not outcome.interrupted:
+                    failed |= not _brains_as_mlagents_learn_writes_them(outcome)
                 if outcome.interrupted:
                     break  # a signal stops the whole command, not just this experiment
     finally:
         stop_ray()  # now rather than in Ray's exit hook, and faster
     return 1 if failed else 0
+
+
+def _brains_as_mlagents_learn_writes_them(outcome: Outcome) -> bool:
+    """An mlagents-learn config's run ends as mlagents-learn's does: the last checkpoint's brains, one
+    ``<Behavior>.onnx`` per policy, in the run's folder (``results/<run-id>/``); False if they could
+    not be written."""
+    from envsdk.evaluation.restore import load
+    from envsdk.evaluation.unity_brain import export_brains
+
+    last = sorted(outcome.trial_dir.glob("checkpoint_*")) if outcome.trial_dir else []
+    if not last:
+        print(f"failed: {outcome.name}: no checkpoint to export the brains of", file=sys.stderr)
+        return False
+    try:
+        brains = export_brains(load(last[-1]), outcome.experiment_dir)
+    except UserError as err:
+        print(f"failed: {outcome.name}: its brains were not exported: {err}", file=sys.stderr)
+        return False
+    for behavior, path in sorted(brains.items()):
+        print(f"  unity brain:     {behavior} -> {path} (as mlagents-learn writes it; {last[-1].name})")
+    return True
 
 
 def _stock_setting(exp: Any) -> tuple[Any, str]:

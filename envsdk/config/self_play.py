@@ -78,7 +78,7 @@ class SelfPlaySettings:
                 "e.g. self_play: {save_steps: 20000, swap_steps: 2000, window: 10}",
             )
         settings: SelfPlaySettings = settings_from(cls, value, where, "self_play")
-        settings._check(where, "self_play")
+        settings.check_values(where, "self_play")
         settings._check_policies(where)
         return settings
 
@@ -93,7 +93,7 @@ class SelfPlaySettings:
             if policy not in known:
                 raise UserError(
                     f"{where}: self_play policies: '{policy}' is no policy of this run's self-play",
-                    did_you_mean(policy, known) or f"its policies: {', '.join(known)}",
+                    did_you_mean(str(policy), known) or f"its policies: {', '.join(known)}",
                 )
 
     def check_team_change(self, teams_of: Mapping[str, Iterable[int]], where: str) -> None:
@@ -135,9 +135,10 @@ class SelfPlaySettings:
                     f"move it up to self_play.{shared[0]}",
                 )
             settings_from(_PolicyKeys, dict(own), where, section)
-            self.of(policy)._check(where, section)
+            self.of(policy).check_values(where, section)
 
-    def _check(self, where: str, section: str) -> None:
+    def check_values(self, where: str, section: str) -> None:
+        """Each setting's type and range; ``section`` names the block (``self_play policies.Goalie``)."""
         def bad(key: str, need: str) -> UserError:
             return UserError(f"{where}: {section} {key} must be {need}, got {getattr(self, key)!r}", "")
 

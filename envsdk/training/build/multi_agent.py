@@ -139,8 +139,8 @@ def set_up_self_play(
     for policy, teams in trained.items():
         own = settings.of(policy)
         notice(
-            f"self-play: {policy} (team{'s' * (len(teams) > 1)} {', '.join(map(str, teams))}) learns while"
-            f" its team learns, else plays frozen snapshots ({self_play.opponent_of(policy)}):"
-            f" a snapshot every {own.save_steps} steps, the opponent changes every {own.swap_steps},"
-            f" the learning team every {own.team_change_steps}"
+            f"self-play: {policy} plays for team{'s' * (len(teams) > 1)} {', '.join(map(str, teams))}:"
+            f" it learns on its team's turns, its other agents play frozen snapshots"
+            f" ({self_play.opponent_of(policy)}); a snapshot every {own.save_steps} of its steps,"
+            f" a new opponent every {own.swap_steps}, a turn of {own.team_change_steps}"
         )

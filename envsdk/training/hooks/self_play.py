@@ -1,9 +1,14 @@
-"""Self-play with ELO: ML-Agents' ghost trainer, on RLlib's MultiRLModule.
+"""Self-play with ELO: ML-Agents' ghost trainers and their controller, on RLlib's MultiRLModule.
+
+Each agent plays a policy for a team.  One policy may play for several teams (a symmetric game such as
+Dodgeball: both teams run ``Dodgeball``), or each team its own (an asymmetric game such as
+StrikersVsGoalie: ``Striker`` for team 0, ``Goalie`` for team 1), or a mixture.  One team learns at a
+time; every other agent plays a frozen snapshot of its own policy.
 
 For each policy ``P`` that self-play trains, the MultiRLModule holds:
 
-* ``P``: the learning module (the only one in ``policies_to_train``);
-* ``P@opponent``: a frozen module the other teams act with.  Its weights are a
+* ``P``: the learning module (in ``policies_to_train``; it learns while its team learns);
+* ``P@opponent``: a frozen module P's agents on the other teams act with.  Its weights are a
   snapshot; it is never in a train batch, so its optimizer never steps and keeps
   no state.  Changing the snapshot writes its weights on the learner and syncs
   only this module to the env runners;
@@ -16,20 +21,27 @@ For each policy ``P`` that self-play trains, the MultiRLModule holds:
 Which module an agent uses is :class:`SelfPlayMapping`: agent -> (policy, team)
 from the env or the YAML, then ``P`` for the learning team and ``P@opponent``
 for every other.  Each env runner's copy is told the learning team after every
-iteration.
+iteration.  Each policy has its own settings (``self_play.policies``, ML-Agents'
+per-behavior ``self_play``), its own snapshot pool, opponent and rating.
 
 Each finished episode is a game: on the env runner, :func:`log_games` takes the
 sign of the learning team's final reward (the sum of its agents' last rewards:
 win, draw, loss, as ML-Agents does) and counts it.  After each iteration,
-:func:`after_iteration` applies those games to the ELO ratings one by one, then,
-as ML-Agents does and counted in agent steps of the iteration's results:
+:func:`after_iteration` applies those games to the ELO ratings one by one (against
+the rating of the snapshot the other side plays: the learning policy's own in a
+symmetric game, the other team's policy's in an asymmetric one, as ML-Agents'
+controller asks the other team's ghost trainer), then, as ML-Agents does and
+counted in agent steps of the iteration's results, each with the policy's settings:
 
-* ``save_steps`` learning-policy steps since the last snapshot: a new snapshot
-  (the pool keeps the last ``window``), rated at the current ELO;
-* ``team_change`` learning steps (all policies together): the next team learns;
-* ``swap_steps`` steps of the opponent module, or a team change: a new opponent,
-  the current weights with probability ``play_against_latest_model_ratio``, else
-  a snapshot of the pool drawn uniformly.
+* ``save_steps`` steps of a learning module since its last snapshot: a new
+  snapshot (the pool keeps the last ``window``), rated at the current ELO;
+* ``team_change`` learning steps since the last change (all the learning team's
+  policies together; policies on one team share one team_change): the next team
+  learns, so in an asymmetric game each team learns for its own policy's count;
+* ``swap_steps`` steps of the opponent module, or a team change: a new opponent
+  for each policy with agents off the learning team, the current weights with
+  probability ``play_against_latest_model_ratio``, else a snapshot of the pool
+  drawn uniformly.
 
 Steps are checked once per iteration, so each event happens at the first
 iteration end past its step count.
@@ -165,21 +177,46 @@ class Ledger:
     teams: list[int]
     learning_team: int
     policies: dict[str, PolicyRecord]
-    learning_steps: int = 0  # all policies' learning steps, for team_change
+    learning_steps: int = 0  # the learning teams' policies' learning steps, for team_change
     last_team_change: int = 0
     team_changes: int = 0
     swaps: int = 0
+    policy_teams: dict[str, list[int]] = field(default_factory=dict)  # {}: every policy on every team
 
     @classmethod
-    def new(cls, settings: SelfPlaySettings, teams: list[int], policies: Iterable[str]) -> Ledger:
-        elo = float(settings.initial_elo)
-        records = {
-            p: PolicyRecord(
+    def new(cls, settings: SelfPlaySettings, policy_teams: dict[str, list[int]]) -> Ledger:
+        """A fresh ledger; ``policy_teams``: each policy -> the teams its agents play for."""
+        records = {}
+        for policy in policy_teams:
+            elo = float(settings.of(policy).initial_elo)
+            records[policy] = PolicyRecord(
                 elo=elo, opponent=0, opponent_elo=elo, pool=[{"id": 0, "elo": elo}], snapshots_taken=1
             )
-            for p in policies
-        }
-        return cls(teams=sorted(teams), learning_team=min(teams), policies=records)
+        teams = sorted(set().union(*policy_teams.values()))
+        return cls(
+            teams=teams,
+            learning_team=teams[0],
+            policies=records,
+            policy_teams={p: sorted(t) for p, t in policy_teams.items()},
+        )
+
+    def teams_of(self, policy: str) -> list[int]:
+        return self.policy_teams.get(policy) or self.teams
+
+    def learns(self, policy: str) -> bool:
+        """Whether the policy has agents on the learning team (its learning module plays)."""
+        return self.learning_team in self.teams_of(policy)
+
+    def opposes(self, policy: str) -> bool:
+        """Whether the policy has agents off the learning team (its opponent module plays)."""
+        return any(team != self.learning_team for team in self.teams_of(policy))
+
+    def rated_against(self, policy: str) -> str:
+        """The policy whose opponent snapshot a learning policy's games are rated against: its own where
+        it plays both sides, else the first policy playing for another team."""
+        if self.opposes(policy):
+            return policy
+        return next(p for p in sorted(self.policies) if self.opposes(p))
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -191,17 +228,27 @@ class Ledger:
         return cls(**doc)
 
     def play(self, policy: str, results: list[float]) -> None:
-        """Apply games against the current opponent, one by one."""
+        """Apply a learning policy's games against the other side's current opponent, one by one.
+
+        The opponent snapshot loses what the learner gains.  Against a policy's current weights
+        (LATEST) the learner is rated as itself in a symmetric game, and against that other policy's
+        rating, which moves too, in an asymmetric one (ML-Agents' ``policy_elos[-1]``).
+        """
         rec = self.policies[policy]
-        snapshot = rec.opponent_snapshot()
+        other = self.policies[self.rated_against(policy)]
+        snapshot = other.opponent_snapshot()
         for result in results:
-            opponent = snapshot["elo"] if snapshot is not None else rec.elo
+            opponent = snapshot["elo"] if snapshot is not None else other.elo
             change = elo_change(rec.elo, opponent, result)
             rec.elo += change
             if snapshot is not None:
                 snapshot["elo"] -= change
+            elif other is not rec:
+                other.elo -= change
             setattr(rec, GAME_KEYS[result], getattr(rec, GAME_KEYS[result]) + 1)
-        rec.opponent_elo = snapshot["elo"] if snapshot is not None else rec.elo
+        for one in (rec, other):
+            taken = one.opponent_snapshot()
+            one.opponent_elo = taken["elo"] if taken is not None else one.elo
 
     def advance(
         self, settings: SelfPlaySettings, steps: dict[str, tuple[int, int]], rng: np.random.Generator
@@ -213,24 +260,30 @@ class Ledger:
         """
         snapshot_now, swap_now = [], {}
         for policy, (learning, opposing) in steps.items():
-            rec = self.policies[policy]
+            rec, own = self.policies[policy], settings.of(policy)
             rec.steps += learning
             rec.opponent_steps += opposing
-            self.learning_steps += learning
-            if rec.steps - rec.last_save >= settings.save_steps:
+            if self.learns(policy):  # not a game begun before a team change, finishing as it began
+                self.learning_steps += learning
+            if rec.steps - rec.last_save >= own.save_steps:
                 rec.last_save = rec.steps
-                rec.pool = [*rec.pool, {"id": rec.snapshots_taken, "elo": rec.elo}][-settings.window :]
+                rec.pool = [*rec.pool, {"id": rec.snapshots_taken, "elo": rec.elo}][-own.window :]
                 rec.snapshots_taken += 1
                 snapshot_now.append(policy)
-        team_change = self.learning_steps - self.last_team_change >= settings.team_change_steps
+        # The learning team's turn: its policies' one team_change (SelfPlaySettings.check_team_change).
+        turn = min(settings.of(p).team_change_steps for p in self.policies if self.learns(p))
+        team_change = self.learning_steps - self.last_team_change >= turn
         if team_change:
             self.last_team_change = self.learning_steps
             self.team_changes += 1
             self.learning_team = self.teams[(self.teams.index(self.learning_team) + 1) % len(self.teams)]
         for policy, rec in self.policies.items():
-            if team_change or rec.opponent_steps - rec.last_swap >= settings.swap_steps:
+            own = settings.of(policy)
+            if team_change and not self.opposes(policy):  # it learns now: its opponent module rests
                 rec.last_swap = rec.opponent_steps
-                latest = rng.random() < settings.play_against_latest_model_ratio
+            elif team_change or rec.opponent_steps - rec.last_swap >= own.swap_steps:
+                rec.last_swap = rec.opponent_steps
+                latest = rng.random() < own.play_against_latest_model_ratio
                 rec.opponent = LATEST if latest else int(rec.pool[int(rng.integers(len(rec.pool)))]["id"])
                 snapshot = rec.opponent_snapshot()
                 rec.opponent_elo = snapshot["elo"] if snapshot is not None else rec.elo
@@ -331,17 +384,18 @@ def _set_learning_team(env_runner: Any, team: int) -> None:
 def episode_games(episode: Any) -> dict[str, float]:
     """Policy -> its learning side's result in a finished multi-agent episode (1 win, 0.5 draw, 0 loss).
 
-    A policy counts only when its opponent module played in the episode too.
+    A game counts only when an opponent module played in the episode too (its own in a symmetric
+    game, another policy's in an asymmetric one).
     """
     finals: dict[str, float] = {}
-    opposed: set[str] = set()
+    opposed = False
     for agent_id, agent_episode in episode.agent_episodes.items():
         module = str(episode.module_for(agent_id))
         if module.endswith(OPPONENT):
-            opposed.add(module[: -len(OPPONENT)])
+            opposed = True
         elif module != LEDGER and len(agent_episode) > 0:
             finals[module] = finals.get(module, 0.0) + float(agent_episode.get_rewards(-1))
-    return {policy: game_result(total) for policy, total in finals.items() if policy in opposed}
+    return {policy: game_result(total) for policy, total in finals.items()} if opposed else {}
 
 
 @reads_the_episode_only
@@ -390,14 +444,14 @@ def _sync_opponents(algorithm: Any, policies: Iterable[str]) -> None:
 
 
 def start(
-    *, algorithm: Any, settings: SelfPlaySettings, teams: list[int], policies: list[str], **_: Any
+    *, algorithm: Any, settings: SelfPlaySettings, policy_teams: dict[str, list[int]], **_: Any
 ) -> None:
     """``on_algorithm_init``: a fresh run's snapshot 0 (the initial weights) is every opponent's start."""
     if not _on_learners(algorithm, _read_ledger)[0]:  # else an earlier on_algorithm_init hook loaded one
-        ledger = Ledger.new(settings, teams, policies)
-        start_at = dict.fromkeys(policies, 0)
+        ledger = Ledger.new(settings, policy_teams)
+        start_at = dict.fromkeys(policy_teams, 0)
         _on_learners(
-            algorithm, _write_ledger, ledger=ledger.to_json(), snapshot=list(policies), swap=start_at
+            algorithm, _write_ledger, ledger=ledger.to_json(), snapshot=list(policy_teams), swap=start_at
         )
     resend_to_runners(algorithm=algorithm)
 
@@ -466,11 +520,12 @@ def configure(
     agent_spaces: dict[Any, tuple[gym.Space, gym.Space]],
     base_spec: RLModuleSpec | None,
     seed: int,
-) -> list[str]:
-    """Set ``config`` up for self-play over the env's agents; returns the trained policies.
+    where: str = "self_play",
+) -> dict[str, list[int]]:
+    """Set ``config`` up for self-play over the env's agents; returns each trained policy's teams.
 
     ``agent_spaces``: the env's agents (its possible agents, and those of its first observation) and
-    their spaces.
+    their spaces.  ``where``: the YAML's place for errors in the settings.
     """
     roles: dict[str, tuple[gym.Space, gym.Space]] = {}
     teams: dict[str, set[int]] = {}
@@ -487,16 +542,16 @@ def configure(
             )
         roles[policy] = spaces
         teams.setdefault(policy, set()).add(team)
-    lonely = [p for p, t in teams.items() if len(t) < 2]
-    if lonely:
-        raise UserError(
-            f"self_play: policy '{lonely[0]}' has agents of one team only"
-            f" ({sorted(teams[lonely[0]])}) among the "
-            "env's agents; self-play needs two teams playing the same policy",
-            "map both teams' agents to one policy, and give teams (self_play.teams, or the env's teams)",
-        )
     all_teams = sorted(set().union(*teams.values()))
+    if len(all_teams) < 2:
+        raise UserError(
+            f"self_play: every agent of the env plays for team {all_teams[0]}; self-play needs two teams",
+            "give teams: self_play.teams (e.g. {'red_*': 0, 'blue_*': 1}), or the env's own",
+        )
     policies = sorted(roles)
+    settings.check_policy_ids(policies, where)
+    settings.check_team_change(teams, where)
+    policy_teams = {p: sorted(teams[p]) for p in policies}
     spec_of = base_spec if base_spec is not None else config.get_default_rl_module_spec()
     module_specs: dict[str, RLModuleSpec] = {}
     specs: dict[str, PolicySpec] = {}
@@ -516,13 +571,13 @@ def configure(
     add_callback(
         config,
         "on_algorithm_init",
-        functools.partial(start, settings=settings, teams=all_teams, policies=policies),
+        functools.partial(start, settings=settings, policy_teams=policy_teams),
     )
     add_callback(config, "on_checkpoint_loaded", resend_to_runners)
     add_callback(config, "on_env_runners_recreated", resend_to_runners)
     add_callback(config, "on_episode_end", log_games)
     add_callback(config, "on_train_result", functools.partial(after_iteration, settings=settings, seed=seed))
-    return policies
+    return policy_teams
 
 
 def env_teams(env_class: Any, env_config: dict[str, Any]) -> Callable[[Any], tuple[str, int]] | None:

@@ -43,7 +43,7 @@ def test_an_iteration_without_a_game_counts_zero():
 
 def test_ledger_snapshots_swaps_and_changes_teams_at_their_step_counts():
     settings = SelfPlaySettings(save_steps=100, team_change=250, swap_steps=60, window=3)
-    ledger = Ledger.new(settings, [1, 0], ["p"])
+    ledger = Ledger.new(settings, {"p": [1, 0]})
     assert ledger.learning_team == 0 and ledger.policies["p"].pool == [{"id": 0, "elo": 1200.0}]
     rng = np.random.default_rng(0)
     events = [ledger.advance(settings, {"p": (40, 30)}, rng) for _ in range(10)]
@@ -60,7 +60,7 @@ def test_ledger_snapshots_swaps_and_changes_teams_at_their_step_counts():
 
 def test_play_moves_the_learner_and_the_snapshot_in_opposite_directions():
     settings = SelfPlaySettings()
-    ledger = Ledger.new(settings, [0, 1], ["p"])
+    ledger = Ledger.new(settings, {"p": [0, 1]})
     ledger.play("p", interleaved(10, 0, 0))
     rec = ledger.policies["p"]
     assert rec.elo > 1200 and rec.pool[0]["elo"] == pytest.approx(2400 - rec.elo)
@@ -96,6 +96,101 @@ def test_defaults_are_ml_agents_and_teams_take_globs():
         teams("green_1")
 
 
+# ---- asymmetric games: a policy per team, each with its own settings --------------------------------
+
+ASYMMETRIC = {
+    "save_steps": 10_000,
+    "policies": {
+        "Striker": {"team_change": 240, "swap_steps": 100},
+        "Goalie": {"team_change": 120, "swap_steps": 60},
+    },
+}
+
+
+def _turn(ledger: Ledger) -> dict[str, tuple[int, int]]:
+    """An iteration's (learning, opponent) steps: two strikers take 120 steps, one goalie 60."""
+    if ledger.learning_team == 0:
+        return {"Striker": (120, 0), "Goalie": (0, 60)}
+    return {"Striker": (0, 120), "Goalie": (60, 0)}
+
+
+def test_each_team_learns_for_its_own_policys_team_change_and_swaps_its_own_opponent():
+    # ML-Agents' controller: the learning team changes once the learning behavior's trainer has taken
+    # its own team_change steps since it last changed it; a trainer counts only while it learns.  A
+    # trainer swaps its frozen team's snapshot every swap_steps of that team, and at a team change.
+    settings = SelfPlaySettings.parse(ASYMMETRIC, "x")
+    ledger = Ledger.new(settings, {"Striker": [0], "Goalie": [1]})
+    assert ledger.learning_team == 0
+    rng = np.random.default_rng(0)
+    teams, swapped = [], []
+    for _ in range(6):
+        swapped.append(sorted(ledger.advance(settings, _turn(ledger), rng)[1]))
+        teams.append(ledger.learning_team)
+    # Striker learns 240 of its steps (2 iterations), then Goalie 120 of its own (2), and again.
+    assert teams == [0, 1, 1, 0, 0, 1]
+    assert ledger.team_changes == 3
+    assert (ledger.policies["Striker"].steps, ledger.policies["Goalie"].steps) == (480, 120)
+    # Goalie's snapshot every 60 of its frozen steps; at a change the team that stops learning gets a
+    # new opponent and the one that starts keeps its own (its frozen module rests).
+    assert swapped == [["Goalie"], ["Striker"], ["Striker"], ["Goalie"], ["Goalie"], ["Striker"]]
+    assert Ledger.from_json(ledger.to_json()) == ledger
+
+
+def test_asymmetric_elo_moves_the_other_policys_snapshot_or_its_rating():
+    ledger = Ledger.new(SelfPlaySettings(), {"Striker": [0], "Goalie": [1]})
+    striker, goalie = ledger.policies["Striker"], ledger.policies["Goalie"]
+    assert ledger.rated_against("Striker") == "Goalie"
+    ledger.play("Striker", [1.0])  # against Goalie's snapshot 0
+    assert striker.elo == pytest.approx(1208.0) and goalie.pool[0]["elo"] == pytest.approx(1192.0)
+    assert goalie.elo == 1200.0 and striker.wins == 1 and goalie.wins == 0
+    goalie.opponent = LATEST  # Goalie's current weights: its own rating moves (ML-Agents' policy_elos[-1])
+    ledger.play("Striker", [0.0])
+    assert goalie.elo > 1200.0 and striker.elo + goalie.elo == pytest.approx(2400.0 + 8.0)
+    assert goalie.opponent_elo == goalie.elo
+
+
+def test_a_mixture_rates_each_learner_and_shares_team_change_within_a_team():
+    both_ways = {"A": [0, 1], "B": [0], "C": [1]}  # A plays for both teams, B and C for one each
+    ledger = Ledger.new(SelfPlaySettings(), both_ways)
+    assert [p for p in ("A", "B", "C") if ledger.learns(p)] == ["A", "B"]
+    assert [p for p in ("A", "B", "C") if ledger.opposes(p)] == ["A", "C"]
+    assert (ledger.rated_against("A"), ledger.rated_against("B")) == ("A", "A")
+    clash = SelfPlaySettings.parse({"team_change": 500, "policies": {"B": {"team_change": 900}}}, "x.yaml:4")
+    with pytest.raises(UserError, match=re.escape("policies 'A' (500) and 'B' (900) both play for team 0")):
+        clash.check_team_change(both_ways, "x.yaml:4")
+    SelfPlaySettings.parse({"policies": {"C": {"team_change": 900}}}, "x").check_team_change(
+        {"B": [0], "C": [1]}, "x"
+    )  # an asymmetric game: each team its own
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ({"policies": {"Goalie": {"swap_step": 5}}}, "unknown self_play policies.Goalie setting 'swap_step'"),
+        (
+            {"policies": {"Goalie": {"window": 0}}},
+            "self_play policies.Goalie window must be a positive integer",
+        ),
+        ({"policies": {"Goalie": {"teams": {"a": 1}}}}, "teams is a setting of the whole run"),
+        ({"policies": {"Goalie": 3}}, "self_play policies.Goalie must be a mapping"),
+        ({"policies": ["Goalie"]}, "self_play policies must be a mapping"),
+    ],
+)
+def test_bad_policy_settings_name_the_policy_and_the_setting(value, message):
+    with pytest.raises(UserError, match=re.escape(message)):
+        SelfPlaySettings.parse(value, "x.yaml:3")
+
+
+def test_a_policys_settings_override_the_defaults_and_name_a_trained_policy():
+    settings = SelfPlaySettings.parse(ASYMMETRIC, "x")
+    goalie = settings.of("Goalie")
+    assert (goalie.save_steps, goalie.swap_steps, goalie.team_change_steps) == (10_000, 60, 120)
+    assert settings.of("Referee").swap_steps == 2000 and settings.of("Referee").team_change_steps == 50_000
+    with pytest.raises(UserError, match="'Goalee' is no policy") as refused:
+        SelfPlaySettings.parse({"policies": {"Goalee": {}}}, "x").check_policy_ids(["Goalie", "Striker"], "x")
+    assert refused.value.hint == "did you mean 'Goalie'?"
+
+
 # ---- through train.py ---------------------------------------------------------------------------------
 
 
@@ -105,7 +200,8 @@ def test_defaults_are_ml_agents_and_teams_take_globs():
         (CYCLES, "--config.self_play.swap_step=5", "unknown self_play setting 'swap_step'"),
         ("configs/cartpole-ppo.yaml", "--config.self_play=true", "self_play needs a multi-agent env"),
         (CYCLES, "--config.self_play.teams={player_0: 0, player_9: 1}", "'player_1' matches no entry"),
-        (CYCLES, "--config.self_play.teams={'player_*': 0, nobody: 1}", "has agents of one team only"),
+        (CYCLES, "--config.self_play.teams={'player_*': 0, nobody: 1}", "self-play needs two teams"),
+        (CYCLES, "--config.self_play.policies={cycel: {window: 3}}", "did you mean 'cycle'?"),
     ],
 )
 def test_self_play_mistakes_exit_2_before_training(tmp_path, config, override, message):
@@ -264,3 +360,90 @@ def test_dodgeball_snapshots_swaps_team_changes_and_a_frozen_opponent(train, tmp
     doc = json.loads((tmp_path / "brains" / "brains.json").read_text())
     files = {b: (e["file"], e["policy"]) for b, e in doc["behaviors"].items()}
     assert files == {f"Dodgeball?team={t}": ("Dodgeball.onnx", "Dodgeball") for t in (0, 1)}
+
+
+# ---- Unity: the stand-in StrikersVsGoalie, an asymmetric game ------------------------------------------
+
+
+def _module_steps(row: dict, module: str) -> float:
+    """A module's agent steps in a progress row: empty (or NaN) where it took none that iteration."""
+    value = float(row.get(f"env_runners/num_module_steps_sampled/{module}") or 0.0)
+    return 0.0 if math.isnan(value) else value
+
+
+@pytest.mark.slow
+def test_strikers_and_goalie_take_turns_each_against_its_own_snapshots(train, tmp_path):
+    team_change = {"Striker": 300, "Goalie": 100}  # each team learns for its own policy's count
+    experiment = {
+        "run": "PPO",
+        "env": "unity",
+        "stop": {"training_iteration": 3},
+        "config": {
+            "env_config": {
+                "file_name": "builds/StrikersVsGoalie",
+                "no_graphics": True,
+                "policy_mapping": {"Striker": "Striker", "Goalie": "Goalie"},
+            },
+            "self_play": {
+                "save_steps": 300,
+                "swap_steps": 100,
+                "policies": {p: {"team_change": n} for p, n in team_change.items()},
+            },
+            "model": {"fcnet_hiddens": [32]},
+            "num_env_runners": 0,
+            "train_batch_size": 200,
+            "minibatch_size": 100,
+            "num_epochs": 1,
+        },
+    }
+    (tmp_path / "svg.yaml").write_text(json.dumps({"strikers-vs-goalie": experiment}))
+    out = train("-f", str(tmp_path / "svg.yaml"), "--checkpoint-at-end", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "elo Goalie" in out.stdout and "elo Striker" in out.stdout  # the progress line
+    (trial,) = trial_dirs(train.results)
+    rows = progress_rows(trial)
+    assert len(rows) == 3
+    playing = {0: "Striker", 1: "Goalie"}  # the policy of each team
+    learned, last_change, team, teams = 0.0, 0.0, 0, []
+    for i, row in enumerate(rows):
+        assert int(float(row["self_play/learning_team"])) == team, i
+        teams.append(team)
+        learner, frozen = playing[team], playing[1 - team]
+        # The learning team acts with its policy, the other with a snapshot of its own policy; after a
+        # team change, games begun before it finish as they began.
+        assert _module_steps(row, learner) > 0 and _module_steps(row, f"{frozen}@opponent") > 0, i
+        if i == 0:
+            assert _module_steps(row, frozen) == 0 and _module_steps(row, f"{learner}@opponent") == 0
+        for policy in playing.values():
+            assert not math.isnan(float(row[f"self_play/{policy}/elo"])), i
+        learned += _module_steps(row, learner)
+        if learned - last_change >= team_change[learner]:
+            team, last_change = 1 - team, learned
+    assert teams[:2] == [0, 1], teams  # Striker's 300 steps pass in the first iteration
+
+    from ray.rllib.core.rl_module.rl_module import RLModule
+
+    (checkpoint,) = trial.glob("checkpoint_*")
+    modules = checkpoint / internals.MODULE_DIR
+    assert {"Striker", "Striker@opponent", "Goalie", "Goalie@opponent"} <= {p.name for p in modules.iterdir()}
+    ledger = json.loads(RLModule.from_checkpoint(modules / "@self_play").ledger)
+    assert ledger["policy_teams"] == {"Goalie": [1], "Striker": [0]}
+    assert ledger["team_changes"] >= 2 and ledger["learning_team"] == team
+
+
+@pytest.mark.slow
+def test_ml_agents_strikers_vs_goalie_config_trains(train, tmp_path, standin_builds):
+    # mlagents-learn's own file, its behaviors' self_play blocks made equal (the translation writes one
+    # block; per-behavior differences are self_play.policies).
+    text = (ROOT / "tests/data/mlagents_configs/StrikersVsGoalie.ppo.yaml").read_text()
+    (tmp_path / "svg.yaml").write_text(text.replace("swap_steps: 4000", "swap_steps: 1000"))
+    out = train(
+        str(tmp_path / "svg.yaml"), "--env", str(standin_builds / "StrikersVsGoalie"), "--no-graphics",
+        "--stop-iters", "2", "--config.min_sample_timesteps_per_iteration=0", timeout=500,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr[-3000:]
+    (trial,) = trial_dirs(train.results)
+    rows = progress_rows(trial)
+    assert len(rows) == 2
+    assert all(f"self_play/{p}/elo" in rows[-1] for p in ("Striker", "Goalie"))
+    assert _module_steps(rows[0], "Striker") > 0 and _module_steps(rows[0], "Goalie@opponent") > 0

@@ -129,9 +129,7 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         if schedule is None:
             return None
         if module_id not in self.clip_schedulers:
-            self.clip_schedulers[module_id] = Scheduler(
-                schedule, framework=self.framework, device=self._device
-            )
+            self.clip_schedulers[module_id] = Scheduler(schedule, framework=self.framework)
         return self.clip_schedulers[module_id]
 
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
