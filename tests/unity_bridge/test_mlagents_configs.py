@@ -28,6 +28,7 @@ RUNS = {
     "GridWorld.ppo.yaml": "GridWorld",
     "PushBlock.ppo.yaml": "PushBlock",
     "WallJump.ppo.yaml": "WallJump",
+    "StrikersVsGoalie.ppo.yaml": "StrikersVsGoalie",  # asymmetric self-play, each behavior's own swap_steps
 }
 SHORT = ["--no-graphics", "--config.min_sample_timesteps_per_iteration=0"]  # an iteration: one buffer
 

@@ -79,7 +79,7 @@ RULES: dict[str, str] = {
     "even_checkpoints": "checkpoint_interval = max_steps / keep_checkpoints, as mlagents-learn",
     "init_path": "refused: use --restore CHECKPOINT",
     "threaded": "a notice: RLlib samples and trains in turn",
-    "self_play": "self_play (the same keys and meaning)",
+    "self_play": "self_play (the same keys and meaning); a behavior's own values in self_play.policies",
     "environment_parameters": "environment_parameters (the same form: constants, samplers, curriculum)",
     "env_settings.env_path": "env_config.file_name (--env)",
     "env_settings.env_args": "env_config.additional_args (--env-args)",
@@ -207,7 +207,6 @@ GLOBAL = (
     "even_checkpoints",
     "reward_signals",
     "threaded",
-    "self_play",
 )
 # PPO's hyperparameters that RLlib's learners read per policy (AlgorithmConfig.get_config_for_module):
 # a behavior's own go into algorithm_config_overrides_per_module.
@@ -266,8 +265,28 @@ def _shared(t: Translation, behaviors: LineDict) -> None:
     t.put(
         "min_sample_timesteps_per_iteration", first["summary_freq"], "summary_freq", (first, "summary_freq")
     )
-    if first["self_play"] is not None:
-        t.put("self_play", dict(first["self_play"]), "self_play", (first, "self_play"))
+    _self_play(t, behaviors)
+
+
+def _self_play(t: Translation, behaviors: LineDict) -> None:
+    """Each behavior's self_play block: the first's for all, each other's differences under
+    ``self_play.policies`` (its policy's own, as each behavior has its own ghost trainer)."""
+    from unity_bridge.behavior_names import default_policy_id
+
+    blocks = {default_policy_id(str(n)): s["self_play"] for n, s in behaviors.items()}
+    given = {p: b for p, b in blocks.items() if b is not None}
+    if not given:
+        return
+    if len(given) < len(blocks):
+        name = next(n for n, s in behaviors.items() if s["self_play"] is None)
+        raise UserError(
+            f"{behaviors.where(name)}: behavior {name} has no self_play, and {', '.join(given)} do",
+            "give every behavior of a self-play game a self_play block (as mlagents-learn's examples do)",
+        )
+    first = dict(next(iter(given.values())))
+    own = {p: {k: v for k, v in b.items() if v != first[k]} for p, b in given.items()}
+    settings = {**first, "policies": {p: o for p, o in own.items() if o}} if any(own.values()) else first
+    t.put("self_play", settings, "self_play")
 
 
 def _schedule(value: float, kind: str, max_steps: int, floor: float) -> Any:
