@@ -30,6 +30,13 @@ RUNS = {
     "WallJump.ppo.yaml": "WallJump",
     "StrikersVsGoalie.ppo.yaml": "StrikersVsGoalie",  # asymmetric self-play, each behavior's own swap_steps
 }
+SMALLER = {  # a buffer of 20,480 agent steps takes half a minute here: a smaller one, the same file
+    "StrikersVsGoalie.ppo.yaml": [
+        "--config.train_batch_size=2048",
+        "--config.minibatch_size=512",
+        "--config.rollout_fragment_length=auto",
+    ],
+}
 SHORT = ["--no-graphics", "--config.min_sample_timesteps_per_iteration=0"]  # an iteration: one buffer
 
 
@@ -66,7 +73,7 @@ def mean_return(text: str, label: str = "return") -> float:
 @pytest.mark.parametrize("config", list(RUNS))
 def test_an_example_config_trains_checkpoints_rolls_out_and_exports_brains(config, standin_builds, tmp_path):
     out = tmp_path / "results"
-    trained = train(config, standin_builds / RUNS[config], out, "--stop-iters", "1")
+    trained = train(config, standin_builds / RUNS[config], out, "--stop-iters", "1", *SMALLER.get(config, []))
     assert trained.returncode == 0, trained.stderr[-3000:]
     assert "per agent" in trained.stdout  # mlagents-learn's mean reward beside RLlib's sum
     played = rollout(checkpoint(out), "--episodes", "1", "--export-unity", str(tmp_path / "brains"))
