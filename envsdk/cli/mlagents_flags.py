@@ -26,7 +26,7 @@ FLAGS: dict[str, Flag] = {
     "--run-id": Flag("checkpoint_settings", "run_id", str, "the run's name, its folder under --results-dir"),
     "--results-dir": Flag("checkpoint_settings", "results_dir", str, "where runs are written (results)"),
     "--force": Flag("checkpoint_settings", "force", bool, "replace the run's earlier results"),
-    "--initialize-from": Flag("checkpoint_settings", "initialize_from", str, "refused: use --restore"),
+    "--initialize-from": Flag("checkpoint_settings", "initialize_from", str, "start from a run's weights"),
     "--inference": Flag("checkpoint_settings", "inference", bool, "refused: use rollout.py"),
     "--load": Flag("checkpoint_settings", "load_model", bool, "dropped by mlagents-learn too (use --resume)"),
     "--train": Flag("checkpoint_settings", "train_model", bool, "dropped by mlagents-learn too"),

@@ -77,7 +77,7 @@ RULES: dict[str, str] = {
     "checkpoint_interval": "checkpoint_freq = checkpoint_interval / summary_freq iterations",
     "keep_checkpoints": "keep_checkpoints_num",
     "even_checkpoints": "checkpoint_interval = max_steps / keep_checkpoints, as mlagents-learn",
-    "init_path": "refused: use --restore CHECKPOINT",
+    "init_path": "initialize_from: the behavior's policy starts from that checkpoint's (or run's) weights",
     "threaded": "a notice: RLlib samples and trains in turn",
     "self_play": "self_play (the same keys and meaning); a behavior's own values in self_play.policies",
     "environment_parameters": "environment_parameters (the same form: constants, samplers, curriculum)",
@@ -95,7 +95,7 @@ RULES: dict[str, str] = {
     "checkpoint_settings.results_dir": "storage_path",
     "checkpoint_settings.resume": "--resume",
     "checkpoint_settings.force": "an existing run folder is replaced",
-    "checkpoint_settings.initialize_from": "refused: use --restore CHECKPOINT",
+    "checkpoint_settings.initialize_from": "initialize_from: every policy from the run's newest checkpoint",
     "checkpoint_settings.inference": "refused: use rollout.py CHECKPOINT",
     "torch_settings.device": "num_gpus_per_learner (cuda: 1, cpu: 0)",
     "debug": "--debug",
@@ -153,6 +153,7 @@ def translate(
     _network(t, first["network_settings"], behaviors)
     _per_behavior(t, behaviors)
     _checkpoints(t, first, options["checkpoint_settings"])
+    _initialize_from(t, behaviors, options["checkpoint_settings"])
     _env_config(t, options)
     if options.get("environment_parameters") is not None:
         t.put("environment_parameters", options["environment_parameters"], "environment_parameters")
@@ -244,12 +245,6 @@ def _shared(t: Translation, behaviors: LineDict) -> None:
                     f"give both the same {key}, or keep only the behaviors the game has (mlagents-learn"
                     " reads only those)",
                 )
-    for key, value in first.items():
-        if key in ("init_path",) and value is not None:
-            raise UserError(
-                f"{where_of(first, key, behaviors.where(names[0]))}: init_path is not read here",
-                "start from a checkpoint of ours with --restore CHECKPOINT",
-            )
     if first["threaded"]:
         t.note(
             "threaded", "no equivalent: RLlib samples, then trains (num_env_runners > 0 samples meanwhile)"
@@ -413,6 +408,30 @@ def _per_behavior(t: Translation, behaviors: LineDict) -> None:
     t.put("stop", {STOP_WHEN_EVERY_POLICY_IS_DONE: 1.0}, "max_steps", top=True)
 
 
+def _initialize_from(t: Translation, behaviors: LineDict, checkpoint: LineDict) -> None:
+    """``--initialize-from RUN_ID`` (every behavior from that run of ours) and each behavior's
+    ``init_path`` (a checkpoint or run folder of ours): ``initialize_from``, paths from the working
+    directory as mlagents-learn reads them."""
+    from unity_bridge.behavior_names import default_policy_id
+
+    given: dict[str, str] = {}
+    if checkpoint["initialize_from"]:
+        given["*"] = str((Path(checkpoint["results_dir"]) / checkpoint["initialize_from"]).resolve())
+    for name, settings in behaviors.items():
+        path = settings["init_path"]
+        if path is None:
+            continue
+        if Path(path).suffix in (".pt", ".onnx"):
+            raise UserError(
+                f"{where_of(settings, 'init_path', behaviors.where(name))}: init_path {path} is an"
+                " mlagents-learn model, which RLlib's policies cannot read",
+                "pass a checkpoint (or a run's folder) of a run of ours, or train from scratch",
+            )
+        given[default_policy_id(str(name))] = str(Path(path).expanduser().resolve())
+    if given:
+        t.put("initialize_from", given, "checkpoint_settings.initialize_from, init_path")
+
+
 def _checkpoints(t: Translation, first: LineDict, checkpoint: LineDict) -> None:
     interval = first["checkpoint_interval"]
     if first["even_checkpoints"]:
@@ -422,12 +441,12 @@ def _checkpoints(t: Translation, first: LineDict, checkpoint: LineDict) -> None:
     t.put("keep_checkpoints_num", first["keep_checkpoints"], "keep_checkpoints", top=True)
     t.put("checkpoint_at_end", True, "max_steps (mlagents-learn saves at the end)", top=True)
     t.put("storage_path", str(checkpoint["results_dir"]), "checkpoint_settings.results_dir", top=True)
-    for key, fix in (("initialize_from", "--restore CHECKPOINT"), ("inference", "rollout.py CHECKPOINT")):
-        if checkpoint[key]:
-            raise UserError(
-                f"{where_of(checkpoint, key, t.source.name)}: checkpoint_settings.{key} is not read here",
-                f"use {fix}",
-            )
+    if checkpoint["inference"]:
+        raise UserError(
+            f"{where_of(checkpoint, 'inference', t.source.name)}: checkpoint_settings.inference is not read"
+            " here",
+            "play a checkpoint with rollout.py CHECKPOINT (it trains nothing)",
+        )
     if checkpoint["load_model"] or checkpoint["train_model"]:
         t.note("load_model/train_model", "mlagents-learn dropped them too (use resume)")
 

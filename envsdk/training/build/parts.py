@@ -50,6 +50,7 @@ class OwnKeys:
     sampler: str  # the `sampler:` key as asked: "batched" or "rllib"
     auto_runners: bool  # num_env_runners: auto, sized once Ray is up
     lessons: EnvironmentParameters | None = None  # environment_parameters, policy_max_steps
+    initialize_from: tuple[dict[str, Path], str] = ({}, "")  # policy -> checkpoint, and where it is set
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.algorithms.dqn.torch.dqn_torch_learner import DQNTorchLearner as RLlibDQNTorchLearner
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
 from ray.rllib.algorithms.sac.torch.sac_torch_learner import SACTorchLearner as RLlibSACTorchLearner
+from ray.rllib.core import DEFAULT_MODULE_ID
 
 from envsdk import speedups, substitutions
 from envsdk.config import offline
@@ -56,7 +57,14 @@ from envsdk.training.build.translate import (
     translate,
     valid_keys,
 )
-from envsdk.training.hooks import agent_metrics, agent_step_clock, episode_window, faults, self_play
+from envsdk.training.hooks import (
+    agent_metrics,
+    agent_step_clock,
+    episode_window,
+    faults,
+    initialize_from,
+    self_play,
+)
 from envsdk.training.hooks.callbacks import add_callback
 from envsdk.training.substitutes.dqn.learner import DQNTorchLearner
 from envsdk.training.substitutes.ppo.learner import PPOTorchLearner
@@ -87,6 +95,7 @@ def build_config(
         networks = stage_models(exp, keys, plan, started)
         config = stage_assemble(exp, keys, own, plan, started, networks)
         stage_hooks(config, own, plan, networks, keys.values)
+        stage_initialize(config, own, started)
         sampler = stage_sampler(config, own, networks)
         models = stage_check_modules(config, started, networks)
     return stage_finish(exp, algo_class, config, keys, own, plan, started, sampler=sampler, models=models)
@@ -154,7 +163,9 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     if auto_runners:
         values["num_env_runners"] = 0  # sized after Ray starts, from the cluster's CPUs
     parameters = lessons.take(values)
-    return OwnKeys(stock, self_play_settings, env_checks, sampler, auto_runners, parameters)
+    where = values.where(initialize_from.KEY)
+    start_from = (initialize_from.take(values, exp.base_dir), where)
+    return OwnKeys(stock, self_play_settings, env_checks, sampler, auto_runners, parameters, start_from)
 
 
 def stage_env(exp: Experiment, keys: Keys, own: OwnKeys) -> EnvPlan:
@@ -339,6 +350,17 @@ def stage_hooks(
     if plan.evaluation_env is not None and plan.evaluation_hooks is not env_hooks:
         given = dict(values.get("evaluation_config") or {})
         env_setup.evaluation_own_hooks(config, env_hooks, plan.evaluation_hooks, given)
+
+
+def stage_initialize(config: AlgorithmConfig, own: OwnKeys, started: StartedEnv) -> None:
+    """``initialize_from``: the policies that start from a checkpoint's weights, checked against the
+    run's policies (unknown in a dry run that did not start the env: nothing to load then)."""
+    given, where = own.initialize_from
+    if not given or (started.env is None and not config.is_multi_agent):
+        return
+    policies = config.policies if config.is_multi_agent else [DEFAULT_MODULE_ID]
+    found = initialize_from.sources(given, policies or (), where)
+    add_callback(config, "on_algorithm_init", functools.partial(initialize_from.load_weights, sources=found))
 
 
 def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks) -> str:

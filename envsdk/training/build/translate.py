@@ -29,7 +29,7 @@ SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces t
 
 # Keys handled by this module itself (checked where they are used), not by their RLlib default's type.
 NOT_TYPE_CHECKED = {"input", "env", "env_config", "model", "model_config", "curriculum", "callbacks",
-                    "policies", "env_checks", "environment_parameters", "policy_max_steps",
+                    "policies", "env_checks", "environment_parameters", "policy_max_steps", "initialize_from",
                     "policy_mapping_fn", "policies_to_train", "multiagent", "self_play"}  # fmt: skip
 
 
@@ -67,6 +67,7 @@ EXTRA_KEYS = {
     "env_checks",
     "environment_parameters",
     "policy_max_steps",
+    "initialize_from",
     "sampler",
     "critic_loss",
     "advantage_normalization",

@@ -106,7 +106,7 @@ def test_each_example_config_becomes_the_experiment_its_keys_say(path):
         ("behaviors: {B: {network_settings: {memory: {sequence_length: 4000}}}}", "longer than batch_size"),
         ("behaviors: {B: {reward_signals: {extrinsic: {strength: 2.0}}}}", "strength"),
         ("behaviors: {B: {reward_signals: {curiousity: {}}}}", "did you mean 'curiosity'"),
-        ("behaviors: {B: {init_path: x.pt}}", "--restore"),
+        ("behaviors: {B: {init_path: x.pt}}", "an mlagents-learn model, which RLlib's policies cannot read"),
         ("behaviors: {B: {}}\nenv_setings: {}", "did you mean 'env_settings'"),
         ("behaviors: {B: {}}\ncheckpoint_settings: {inference: true}", "rollout.py"),
         ("behaviors: {A: {trainer_type: ppo}, B: {trainer_type: sac}}", "different trainer types"),
@@ -383,3 +383,19 @@ def test_a_behaviors_own_learning_rate_beta_and_epsilon_go_to_its_policy(tmp_pat
     )
     with pytest.raises(UserError, match="differ in hyperparameters"):
         load_experiments(path)
+
+
+def test_initialize_from_and_init_path_name_runs_of_ours(tmp_path, monkeypatch):
+    """mlagents-learn's --initialize-from RUN_ID (a run in --results-dir) and a behavior's init_path
+    (a path from the working directory): the policies' initialize_from."""
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "trainer.yaml"
+    path.write_text("behaviors:\n  A: {}\n  B?team=1: {init_path: old/B}\n")
+    from envsdk.cli import train
+
+    args, overrides = train._parse([str(path), "--env", "x", "--initialize-from", "first"], "train.py")
+    (exp,) = train.load(args, overrides)
+    assert exp.config["initialize_from"] == {
+        "*": str(tmp_path / "results" / "first"),
+        "B_team_1": str(tmp_path / "old" / "B"),
+    }
