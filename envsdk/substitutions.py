@@ -103,7 +103,7 @@ TABLE: dict[str, Substitution] = {
             "PPOTorchLearner's first epoch (minibatches in batch order)",
             "envsdk/training/substitutes/ppo/learner.py",
             "every epoch's minibatches at random: fewer env steps to solve (benchmarks/steps_to_solve.py)",
-            "advantage_normalization: minibatch; clip_param as a schedule (RLlib's learner keeps it constant)",
+            "advantage_normalization: minibatch; a clip_param schedule (RLlib's learner: a fixed clip)",
         ),
         Substitution(
             DQN_LEARNER,

@@ -84,7 +84,8 @@ def fresh_notices() -> None:
 # start first and no worker is left with one of them while the other has nothing to do.
 LONGEST_FIRST = [
     "test_corpus.py", "test_spaces.py", "test_configs.py", "test_self_play.py", "test_unity_training.py",
-    "test_mlagents_configs.py", "test_memory.py", "test_ecosystem.py", "test_env_faults.py", "test_rllib_parity.py", "test_transition_replay.py",
+    "test_mlagents_configs.py", "test_memory.py", "test_ecosystem.py", "test_env_faults.py",
+    "test_rllib_parity.py", "test_transition_replay.py",
     "test_rollout.py", "test_checkpoint_compat.py", "test_training.py", "test_internals.py",
     "test_offline.py",
 ]  # fmt: skip

@@ -35,6 +35,7 @@ from unity_bridge.settings import LaunchSettings
 class ObservationSpec:
     name: str
     shape: tuple[int, ...]  # visual: (H, W, C)
+    variable_size: bool = False  # a BufferSensor's (max entities, entity size), rows of zeros padding
 
     @property
     def visual(self) -> bool:
@@ -80,7 +81,7 @@ def _spec(brain: pb.BrainParametersProto, info: pb.AgentInfoProto) -> BehaviorSp
         else:
             branches = sizes
     obs = tuple(
-        ObservationSpec(o.name or f"obs_{i}", observations.space_shape(o))
+        ObservationSpec(o.name or f"obs_{i}", observations.space_shape(o), observations.variable_size(o))
         for i, o in enumerate(info.observations)
     )
     return BehaviorSpec(brain.brain_name, obs, continuous, branches)

@@ -139,6 +139,7 @@ class SelfPlaySettings:
 
     def check_values(self, where: str, section: str) -> None:
         """Each setting's type and range; ``section`` names the block (``self_play policies.Goalie``)."""
+
         def bad(key: str, need: str) -> UserError:
             return UserError(f"{where}: {section} {key} must be {need}, got {getattr(self, key)!r}", "")
 

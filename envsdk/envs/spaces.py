@@ -9,8 +9,8 @@ recorder and the model descriptions agree:
   the key path that reaches it in an observation and how it is encoded:
   ``onehot`` (``Discrete``, ``MultiDiscrete``), ``image`` (a rank-3 ``Box``
   with a clear channel axis, see :func:`image_layout`), ``text`` (a text part, laid out
-  by :mod:`envsdk.envs.observation_layout` as :class:`TextTokens`) or ``flat``
-  (every other ``Box``, ``MultiBinary``);
+  by :mod:`envsdk.envs.observation_layout` as :class:`TextTokens`), ``entities`` (a set of
+  entities, :class:`EntitySet`) or ``flat`` (every other ``Box``, ``MultiBinary``);
 * an action space is split into the leaves RLlib's action distribution lays
   out side by side in its inputs (:func:`action_leaves`): a ``Box(k)`` takes
   ``2k`` columns (means and log-stds), a ``Discrete(n)`` ``n`` logits, a
@@ -35,6 +35,7 @@ MIN_IMAGE_SIDE = 8  # pixels; smaller rank-3 boxes are flattened, not convolved
 ONEHOT = "onehot"
 IMAGE = "image"
 TEXT = "text"
+ENTITIES = "entities"
 FLAT = "flat"
 TEXT_FEATURES = 32  # what the default encoder reads from one text part (a character CNN's channels)
 TEXT_LENGTH = 128  # characters kept of a text part whose space sets no max_length (MiniGrid's missions)
@@ -58,6 +59,17 @@ class TextTokens(gym.spaces.Box):
         out = np.zeros(self.shape, np.int64)
         out[: len(codes)] = codes
         return out
+
+
+class EntitySet(gym.spaces.Box):
+    """A set of up to ``max_entities`` entities of ``entity_size`` floats each, one per row: their order
+    carries no meaning, and rows of zeros are padding (no entity), as ML-Agents' BufferSensor pads its
+    variable-length observations.  A ``Box`` to everything else (RLlib's connectors, the checker); the
+    default encoder reads it with entity attention (:mod:`envsdk.networks.entities`).  Pickled as a
+    ``Box`` is (no state of its own), so checkpoints hold it by this module path."""
+
+    def __init__(self, max_entities: int, entity_size: int):
+        super().__init__(-np.inf, np.inf, (max_entities, entity_size), np.float32)
 
 
 def text_tokens(space: gym.Space) -> TextTokens | None:
@@ -86,7 +98,7 @@ class ObsLeaf:
 
     path: tuple[Any, ...]  # keys/indices from the (unmasked) observation to this part
     space: gym.Space
-    kind: str  # ONEHOT | IMAGE | FLAT
+    kind: str  # ONEHOT | IMAGE | TEXT | ENTITIES | FLAT
     channels_first: bool = False  # images only
 
     @property
@@ -192,6 +204,8 @@ def _leaf(sub: gym.Space, path: tuple[Any, ...]) -> ObsLeaf:
         return ObsLeaf(path, sub, ONEHOT)
     if isinstance(sub, TextTokens):
         return ObsLeaf(path, sub, TEXT)
+    if isinstance(sub, EntitySet):
+        return ObsLeaf(path, sub, ENTITIES)
     if isinstance(sub, gym.spaces.Box):
         layout = image_layout(sub)
         if layout is None:
@@ -436,6 +450,8 @@ def describe_space(space: gym.Space) -> str:
     """A short human description: ``Discrete(3)``, ``24x24x3 uint8 image``, ``Box(4,)``."""
     if isinstance(space, TextTokens):
         return f"text ({space.shape[0]} characters)"
+    if isinstance(space, EntitySet):
+        return f"set of up to {space.shape[0]} entities x {space.shape[1]}"
     if isinstance(space, gym.spaces.Box):
         layout = image_layout(space)
         if layout is not None:

@@ -18,6 +18,13 @@ Outputs, one per part of the action:
   training's ``normalize_actions``/``clip_actions`` did;
 * DQN: ``q_values`` (forbidden actions at -inf); the argmax is the action.
 
+A recurrent policy (``use_lstm``) also takes its memory, the LSTM's states
+``state_in_h`` and ``state_in_c`` (float32 ``[batch, lstm_cell_size]``; zeros at
+an episode's start), and gives the next step's as ``state_out_h`` and
+``state_out_c``, after the action outputs: feed them back at the next step.
+These are RLlib's ``h`` and ``c`` of the policy's own encoder (a PPO critic's
+separate memory does not act, so it is left out), and each input is one step.
+
 RLlib's own ONNX export covers old-stack policies only (ray #45526); here a
 small torch wrapper calls the RLModule's inference forward pass (or the
 ModelV2's forward, Box observations only) and is exported with torch's
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -60,6 +67,8 @@ from envsdk.training.hooks.self_play import is_self_play_module
 OPSET = 17
 SUBJECT = "ONNX export"  # what refuses, in this layer's words; the command line names its flag
 MASK_INPUT = "action_mask"
+STATE_INPUTS = ("state_in_h", "state_in_c")  # a recurrent policy's memory, RLlib's h and c
+STATE_OUTPUTS = ("state_out_h", "state_out_c")
 
 
 @dataclass(frozen=True)
@@ -72,9 +81,11 @@ class Layout:
     actions: list[ActLeaf]
     masked: bool
     q_values: bool  # DQN: one output of Q-values instead of distribution inputs
+    state_size: int = 0  # a recurrent policy's h (and c) width, its layers' together; 0: no memory
 
     @property
     def input_names(self) -> list[str]:
+        """The observation parts' inputs and the mask's (a recurrent policy's state follows them)."""
         plain = len(self.obs) == 1 and not self.obs[0].path
         names = ["observations"] if plain else [leaf.name for leaf in self.obs]
         return [*names, MASK_INPUT] if self.masked else names
@@ -90,6 +101,54 @@ class Layout:
             names.append(kind if single else f"{kind}_{'.'.join(map(str, leaf.path))}")
         return names
 
+    @property
+    def all_input_names(self) -> list[str]:
+        return [*self.input_names, *STATE_INPUTS] if self.state_size else self.input_names
+
+    @property
+    def all_output_names(self) -> list[str]:
+        return [*self.output_names, *STATE_OUTPUTS] if self.state_size else self.output_names
+
+
+class LSTMState:
+    """Where a recurrent RLModule keeps the memory that acts, and how it maps to two ``[batch, width]``
+    tensors (``h``, ``c``) and back.
+
+    RLlib's LSTM encoders keep ``{"h": [batch, layers, cell], "c": ...}``; an actor-critic module with
+    separate encoders (PPO's default) keeps one such pair per encoder, under ``actor`` and ``critic``.
+    Only the actor's acts: the critic's state goes in as zeros and its output is dropped (the export
+    leaves its nodes out of the graph, as nothing reads them).
+    """
+
+    def __init__(self, initial: dict[str, Any], pid: str):
+        from ray.rllib.core.models.base import ACTOR, CRITIC
+
+        self.actor, self.critic = ACTOR, CRITIC
+        self.split = set(initial) == {ACTOR, CRITIC}
+        mine = initial[ACTOR] if self.split else initial
+        if set(mine) != {"h", "c"} or (self.split and set(initial[CRITIC]) != {"h", "c"}):
+            raise UserError(
+                f"policy '{pid}' keeps a memory of {sorted(mine)}, not an LSTM's h and c",
+                "export the network yourself with torch.onnx.export",
+                SUBJECT,
+            )
+        self.layers, self.cell = (int(d) for d in mine["h"].shape)
+
+    @property
+    def size(self) -> int:
+        return self.layers * self.cell
+
+    def state_in(self, h: torch.Tensor, c: torch.Tensor) -> dict[str, Any]:
+        """``[batch, size]`` tensors -> the module's ``STATE_IN`` (batch first)."""
+        mine = {key: x.reshape(x.shape[0], self.layers, self.cell) for key, x in (("h", h), ("c", c))}
+        if not self.split:
+            return mine
+        return {self.actor: mine, self.critic: {key: torch.zeros_like(x) for key, x in mine.items()}}
+
+    def state_out(self, state: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        mine = state[self.actor] if self.split else state
+        return mine["h"].reshape(-1, self.size), mine["c"].reshape(-1, self.size)
+
 
 class PolicyNet(torch.nn.Module):
     """Raw observation parts (+ mask) -> one output per action part, as one plain forward."""
@@ -101,6 +160,7 @@ class PolicyNet(torch.nn.Module):
         bounds: tuple[bool, bool],
         squashed: bool,
         obs_filter: Statistics | None,
+        memory: LSTMState | None = None,
     ):
         super().__init__()
         self.module = module
@@ -108,15 +168,28 @@ class PolicyNet(torch.nn.Module):
         self.normalize, self.clip = bounds
         self.squashed = squashed
         self.obs_filter = obs_filter
+        self.memory = memory
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        raw = self.dist_inputs(*inputs)
-        if self.layout.q_values:
-            return (raw,)
-        return tuple(self._output(raw[..., a.start : a.start + a.width], a) for a in self.layout.actions)
+        layout = self.layout
+        count = len(layout.input_names)
+        state = (inputs[count], inputs[count + 1]) if self.memory is not None else None
+        raw, state_out = self.dist_inputs(*inputs[:count], state=state)
+        if layout.q_values:
+            outputs: tuple[torch.Tensor, ...] = (raw,)
+        else:
+            outputs = tuple(self._output(raw[..., a.start : a.start + a.width], a) for a in layout.actions)
+        return outputs + (state_out or ())
 
-    def dist_inputs(self, *inputs: torch.Tensor) -> torch.Tensor:
-        """The action distribution's inputs for all action parts (DQN: the Q-values), masks applied."""
+    def dist_inputs(
+        self, *inputs: torch.Tensor, state: tuple[torch.Tensor, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None]:
+        """The action distribution's inputs for all action parts (DQN: the Q-values), masks applied;
+        and for a recurrent policy, given its ``state`` (h, c), the next one.
+
+        A recurrent module reads sequences: each input becomes a sequence of one step, as RLlib's
+        env-to-module connector makes it when sampling, and the step is taken out again.
+        """
         from ray.rllib.core.columns import Columns
 
         layout = self.layout
@@ -129,14 +202,21 @@ class PolicyNet(torch.nn.Module):
         obs: Any = nest(inner_space(layout.observation_space), parts)
         if layout.masked:
             obs = {OBS_KEY: obs, MASK_KEY: inputs[-1]}
-        batch = {Columns.OBS: obs}
+        batch: dict[str, Any] = {Columns.OBS: obs}
         if layout.q_values:
             from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
 
             q_values: torch.Tensor = self.module.compute_q_values(batch)[QF_PREDS]
-            return q_values
-        raw: torch.Tensor = self.module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
-        return raw
+            return q_values, None
+        if self.memory is None or state is None:
+            raw: torch.Tensor = self.module.forward_inference(batch)[Columns.ACTION_DIST_INPUTS]
+            return raw, None
+        import tree
+
+        batch[Columns.OBS] = tree.map_structure(lambda x: x.unsqueeze(1), batch[Columns.OBS])
+        batch[Columns.STATE_IN] = self.memory.state_in(*state)
+        out = self.module.forward_inference(batch)
+        return out[Columns.ACTION_DIST_INPUTS][:, 0], self.memory.state_out(out[Columns.STATE_OUT])
 
     def _output(self, columns: torch.Tensor, leaf: ActLeaf) -> torch.Tensor:
         if leaf.discrete:
@@ -203,6 +283,12 @@ def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
         out: dict[str, torch.nn.Module] = {}
         policies = cast(dict[str, Policy], Policy.from_checkpoint(str(restored.checkpoint)))  # all of them
         for pid, policy in policies.items():
+            if policy.is_recurrent():
+                raise UserError(
+                    f"policy '{pid}' is an old-stack (ModelV2) recurrent policy",
+                    "retrain with RLlib's new API stack, whose recurrent policies are exported",
+                    SUBJECT,
+                )
             space = getattr(policy.observation_space, "original_space", policy.observation_space)
             layout = layout_for(space, policy.action_space)
             if [leaf.kind for leaf in layout.obs] != ["flat"] or len(layout.actions) != 1:
@@ -231,11 +317,21 @@ def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
         module.eval()
         q_values = isinstance(module, DefaultDQNRLModule)
         assert module.observation_space is not None and module.action_space is not None  # saved with it
+        memory = LSTMState(module.get_initial_state(), path.name) if module.is_stateful() else None
         layout = layout_for(module.observation_space, module.action_space, q_values=q_values)
+        if memory is not None:
+            if q_values:
+                raise UserError(
+                    f"policy '{path.name}' is a recurrent DQN policy; recurrent policies are exported"
+                    " from PPO, APPO and IMPALA",
+                    "train DQN without use_lstm, or export the network yourself with torch.onnx.export",
+                    SUBJECT,
+                )
+            layout = replace(layout, state_size=memory.size)
         dist = module.get_inference_action_dist_cls() if not layout.q_values else None
         squashed = isinstance(dist, type) and issubclass(dist, TorchSquashedGaussian)
         obs_filter = saved_statistics(restored, module, path.name)
-        out[path.name] = PolicyNet(module, layout, bounds, squashed, obs_filter).eval()
+        out[path.name] = PolicyNet(module, layout, bounds, squashed, obs_filter, memory).eval()
     return out
 
 
@@ -250,6 +346,10 @@ def sample_inputs(layout: Layout, batch: int, seed: int) -> dict[str, np.ndarray
         branches = [size for act in layout.actions if act.discrete for size in branch_sizes(act.space)]
         assert sum(branches) == mask_size(layout.action_space)
         feeds[MASK_INPUT] = allowing_masks(branches, batch, np.random.default_rng(seed))
+    if layout.state_size:  # memories as a few steps of play leave them: within (-1, 1), c a little wider
+        rng = np.random.default_rng(seed + 1)
+        for name, scale in zip(STATE_INPUTS, (0.5, 1.0), strict=True):
+            feeds[name] = np.tanh(rng.normal(0.0, scale, (batch, layout.state_size))).astype(np.float32)
     return feeds
 
 
@@ -288,11 +388,11 @@ def export(restored: Restored, path: Path, seed: int = 0) -> dict[str, Path]:
         layout: Layout = policy.layout  # type: ignore[assignment]
         target = path if len(policies) == 1 else path.with_name(f"{path.stem}_{pid}{path.suffix}")
         feeds = sample_inputs(layout, 8, seed)
-        names = layout.input_names
+        names = layout.all_input_names
         args = tuple(torch.from_numpy(feeds[n]) for n in names)
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.part")
-        outputs = layout.output_names
+        outputs = layout.all_output_names
         # torch's exporter warns about its own deprecation and about tracing details that
         # the parity check below verifies for real.
         with torch.no_grad(), warnings.catch_warnings():
@@ -317,12 +417,16 @@ def export(restored: Restored, path: Path, seed: int = 0) -> dict[str, Path]:
 def check_parity(
     path: Path, feeds: dict[str, np.ndarray], expected: list[np.ndarray], layout: Layout
 ) -> None:
-    """onnxruntime must reproduce torch's greedy actions on the same inputs."""
+    """onnxruntime must reproduce torch's greedy actions (and a recurrent policy's next state) on the
+    same inputs."""
     import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = greedy(session.run(None, feeds), layout)
-    for g, want in zip(got, greedy(expected, layout), strict=True):
+    outputs = session.run(None, feeds)
+    actions = len(layout.output_names)
+    pairs = list(zip(greedy(outputs[:actions], layout), greedy(expected[:actions], layout), strict=True))
+    pairs += list(zip(outputs[actions:], expected[actions:], strict=True))
+    for g, want in pairs:
         same = np.array_equal(g, want) if g.dtype.kind in "iu" else np.allclose(g, want, atol=1e-4)
         if not same:
             raise UserError(

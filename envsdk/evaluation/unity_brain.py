@@ -8,7 +8,7 @@ spec each was exported for.
 Inputs (float32, batch axis first and dynamic): ``obs_0``, ``obs_1``, ... in
 the order and shape the game declared its observations, and
 ``action_masks`` (1 = allowed) when the behavior has discrete actions.
-Outputs: ``version_number`` (3), ``memory_size`` (0), and for continuous
+Outputs: ``version_number`` (3), ``memory_size`` (0 without memory), and for continuous
 actions ``continuous_actions`` (sampled), ``continuous_action_output_shape``,
 ``deterministic_continuous_actions``; for discrete ones
 ``discrete_actions`` (sampled, int64, masks honoured),
@@ -16,7 +16,14 @@ actions ``continuous_actions`` (sampled), ``continuous_action_output_shape``,
 Continuous actions come out in [-1, 1] by the mapping the game's actions went through in
 training (env_config ``continuous_actions``: ``mlagents`` clamps to [-3, 3] and divides
 by 3, ``clip`` clips; a squashed policy's are inside already), recorded in brains.json:
-Unity passes actions on as received.  The network's own preprocessing
+Unity passes actions on as received.
+
+A recurrent policy (``use_lstm``) is a brain with memory, as ML-Agents' exporter writes one: the input
+``recurrent_in`` ``[batch, 1, memory_size]`` and the output ``recurrent_out`` of the same shape, the
+memory the agent carries to its next decision (Unity feeds zeros at an agent's episode start), with
+``memory_size`` = 2 x the LSTM's cell size: the hidden state ``h`` then the cell state ``c``, as
+ML-Agents' ``LSTM`` module packs them (its ``memories[:, :, :hidden]`` is ``h0``).  Only the actor's
+memory is in it; a separate critic's does not act.  The network's own preprocessing
 (image scaling, one-hot, the MeanStdFilter's statistics) is inside the
 graph: the game feeds raw observations, as Unity does.
 
@@ -29,7 +36,7 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +54,8 @@ from unity_bridge.targets import DEFAULT_TARGET, TARGETS, UnityTarget, target_pr
 MODEL_VERSION = 3
 SUBJECT = "Unity brain export"  # what refuses, in this layer's words; the command line names its flag
 FORBIDDEN = -1e9  # a masked choice's logit: never the argmax, never sampled
-_ALLOWED_INPUTS = ("action_masks", "recurrent_in", "prev_action", "epsilon", "sequence_length")
+MEMORY_IN, MEMORY_OUT = "recurrent_in", "recurrent_out"  # ML-Agents' names for an agent's memory
+_ALLOWED_INPUTS = ("action_masks", MEMORY_IN, "prev_action", "epsilon", "sequence_length")
 
 
 @dataclass(frozen=True)
@@ -60,11 +68,13 @@ class BrainSpec:
     continuous: int
     branches: tuple[int, ...]
     continuous_actions: str = CLIP  # how continuous actions are brought into [-1, 1] (settings.py)
+    memory_size: int = 0  # the policy's: 2 x its LSTM's cell size (h then c); 0 without memory
 
     @property
     def input_names(self) -> list[str]:
         names = [f"obs_{i}" for i in range(len(self.observations))]
-        return [*names, MASKS] if self.branches else names
+        names += [MASKS] if self.branches else []
+        return [*names, MEMORY_IN] if self.memory_size else names
 
     @property
     def output_names(self) -> list[str]:
@@ -77,7 +87,7 @@ class BrainSpec:
             ]
         if self.branches:
             names += ["discrete_actions", "discrete_action_output_shape", "deterministic_discrete_actions"]
-        return names
+        return [*names, MEMORY_OUT] if self.memory_size else names
 
 
 class UnityBrain(torch.nn.Module):
@@ -101,12 +111,18 @@ class UnityBrain(torch.nn.Module):
         parts = [observed[i] for i in self.feed_order]
         if layout.masked and mask is not None:
             parts.append(mask)
-        raw = self.net.dist_inputs(*parts)
-        out = [torch.tensor([float(MODEL_VERSION)]), torch.tensor([0.0])]
+        state = None
+        if spec.memory_size:  # slices, not torch.split: Split-13's input is what Barracuda lacks
+            memory, half = inputs[-1], spec.memory_size // 2
+            state = (memory[:, 0, :half], memory[:, 0, half:])
+        raw, state_out = self.net.dist_inputs(*parts, state=state)
+        out = [torch.tensor([float(MODEL_VERSION)]), torch.tensor([float(spec.memory_size)])]
         if spec.continuous:
             out += self._continuous(raw)
         if spec.branches:
             out += self._discrete(raw, mask)
+        if state_out is not None:
+            out.append(torch.cat(state_out, dim=-1).reshape(-1, 1, spec.memory_size))  # its size static
         return tuple(out)
 
     def _continuous(self, raw: torch.Tensor) -> list[torch.Tensor]:
@@ -197,15 +213,9 @@ def export_brains(
             SUBJECT,
         )
     nets = policy_nets(restored)
-    for pid, net in nets.items():
-        module = getattr(net, "module", None)
-        if module is not None and module.is_stateful():
-            raise UserError(
-                f"policy '{pid}' is recurrent, and brains with memory are not exported yet",
-                "train without use_lstm to run the policy in Unity",
-                SUBJECT,
-            )
-    specs = brain_specs(restored)
+    specs = {  # the game's specs, with the memory of the policy that plays each behavior
+        b: replace(s, memory_size=_memory_size(nets.get(s.policy))) for b, s in brain_specs(restored).items()
+    }
     folder.mkdir(parents=True, exist_ok=True)
     exported: dict[str, Path] = {}  # policy id -> file (behaviors with one policy share it)
     for spec in specs.values():
@@ -238,6 +248,11 @@ def export_brains(
     return files
 
 
+def _memory_size(net: torch.nn.Module | None) -> int:
+    """ML-Agents' memory_size of a policy: its LSTM's h and c side by side (0 without memory)."""
+    return 2 * net.layout.state_size if isinstance(net, PolicyNet) else 0
+
+
 def sample_feeds(spec: BrainSpec, batch: int, seed: int) -> dict[str, np.ndarray]:
     """Observations in [0, 1) and masks that leave at least one choice per branch."""
     rng = np.random.default_rng(seed)
@@ -247,6 +262,8 @@ def sample_feeds(spec: BrainSpec, batch: int, seed: int) -> dict[str, np.ndarray
     }
     if spec.branches:
         feeds[MASKS] = allowing_masks(list(spec.branches), batch, rng)
+    if spec.memory_size:  # memories as play leaves them, within (-1, 1)
+        feeds[MEMORY_IN] = np.tanh(rng.normal(0.0, 0.7, (batch, 1, spec.memory_size))).astype(np.float32)
     return feeds
 
 
@@ -268,9 +285,11 @@ def _export_one(brain: UnityBrain, spec: BrainSpec, path: Path, seed: int, targe
             dynamo=False,
         )
         expected = dict(zip(spec.output_names, (t.numpy() for t in brain(*args)), strict=True))
+    if spec.memory_size:
+        _declare_memory_shape(tmp, spec.memory_size)
     problems = check_brain(tmp, spec, target)
     got = _run(tmp, feeds)
-    for name in ("deterministic_discrete_actions", "deterministic_continuous_actions"):
+    for name in ("deterministic_discrete_actions", "deterministic_continuous_actions", MEMORY_OUT):
         if name in expected and not np.allclose(got[name], expected[name], atol=1e-5):
             problems.append(f"{name} disagrees with torch on the same inputs")
     if problems:
@@ -284,12 +303,26 @@ def _export_one(brain: UnityBrain, spec: BrainSpec, path: Path, seed: int, targe
     os.replace(tmp, path)
 
 
+def _declare_memory_shape(path: Path, size: int) -> None:
+    """Write ``recurrent_out``'s shape, ``[batch, 1, size]``, into the graph's outputs: torch's exporter
+    leaves the Reshape's dimensions symbolic, and Unity's loader reads the declared shape.  What the
+    graph computes is checked against it after (``_output_problems``)."""
+    import onnx
+
+    model = onnx.load(str(path))
+    (output,) = [o for o in model.graph.output if o.name == MEMORY_OUT]
+    dims = output.type.tensor_type.shape.dim
+    dims[1].dim_value, dims[2].dim_value = 1, size
+    onnx.save(model, str(path))
+
+
 def _run(path: Path, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     import onnxruntime
 
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     names = [o.name for o in session.get_outputs()]
-    return dict(zip(names, session.run(None, feeds), strict=True))
+    taken = {i.name for i in session.get_inputs()}  # a feed the graph lacks is reported by _graph_problems
+    return dict(zip(names, session.run(None, {k: v for k, v in feeds.items() if k in taken}), strict=True))
 
 
 def check_brain(path: Path, spec: BrainSpec, target: UnityTarget = TARGETS[DEFAULT_TARGET]) -> list[str]:
@@ -320,6 +353,7 @@ def _graph_problems(model: Any, spec: BrainSpec) -> list[str]:
             problems.append(f"obs_{i} is {got}, the game declares [batch, {', '.join(map(str, shape))}]")
     if spec.branches and _shape(inputs.get(MASKS)) != ["batch", sum(spec.branches)]:
         problems.append(f"{MASKS} is {_shape(inputs.get(MASKS))}, wanted [batch, {sum(spec.branches)}]")
+    problems += _memory_problems(inputs.get(MEMORY_IN), outputs.get(MEMORY_OUT), spec.memory_size)
     wanted_types = {"discrete_actions": 7, "deterministic_discrete_actions": 7}  # 7: int64, 1: float32
     for name in spec.output_names:
         if name not in outputs:
@@ -329,11 +363,27 @@ def _graph_problems(model: Any, spec: BrainSpec) -> list[str]:
     return problems
 
 
+def _memory_problems(memory_in: Any, memory_out: Any, size: int) -> list[str]:
+    """ML-Agents' memory: with ``memory_size`` > 0, ``recurrent_in`` and ``recurrent_out`` of
+    ``[batch, 1, memory_size]``, what Unity feeds and reads back for each agent; else neither."""
+    if not size:
+        return [
+            f"'{v.name}' is there, but memory_size is 0" for v in (memory_in, memory_out) if v is not None
+        ]
+    problems = []
+    for name, value in ((MEMORY_IN, memory_in), (MEMORY_OUT, memory_out)):
+        if value is None:
+            problems.append(f"'{name}' is missing (memory_size {size})")
+        elif _shape(value) != ["batch", 1, size]:
+            problems.append(f"{name} is {_shape(value)}, wanted [batch, 1, {size}]")
+    return problems
+
+
 def _output_problems(path: Path, spec: BrainSpec) -> list[str]:
     """The brain run on a batch of 3: its constants and its action outputs' shapes."""
     problems = []
     values = _run(path, sample_feeds(spec, 3, 0))
-    constants: dict[str, list[Any]] = {"version_number": [MODEL_VERSION], "memory_size": [0]}
+    constants: dict[str, list[Any]] = {"version_number": [MODEL_VERSION], "memory_size": [spec.memory_size]}
     if spec.continuous:
         constants["continuous_action_output_shape"] = [spec.continuous]
     if spec.branches:
@@ -345,6 +395,9 @@ def _output_problems(path: Path, spec: BrainSpec) -> list[str]:
         for variant in (name, f"deterministic_{name}"):
             if width and variant in values and values[variant].shape != (3, width):
                 problems.append(f"{variant} has shape {values[variant].shape}, wanted (batch, {width})")
+    if MEMORY_OUT in values and values[MEMORY_OUT].shape != (3, 1, spec.memory_size):
+        wanted = f"(batch, 1, {spec.memory_size})"
+        problems.append(f"{MEMORY_OUT} has shape {values[MEMORY_OUT].shape}, wanted {wanted}")
     return problems
 
 

@@ -39,6 +39,7 @@ from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 from envsdk.envs.keys import MASK_KEY, has_action_mask
 from envsdk.envs.spaces import (
+    ENTITIES,
     IMAGE,
     ONEHOT,
     TEXT,
@@ -61,6 +62,7 @@ from envsdk.networks.catalogs import (
     rllib_encodes,
 )
 from envsdk.networks.encoder import default_conv_filters
+from envsdk.networks.entities import EMBEDDING, HEADS
 from envsdk.networks.masking import (
     MaskedAPPOTorchRLModule,
     MaskedDQNTorchRLModule,
@@ -187,11 +189,13 @@ def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any] | None
     if rllib_encodes(obs):
         reads = f"{describe_space(obs)} -> {mlp}"
     else:
-        parts = []
+        parts, sets = [], []
         for leaf in observation_leaves(inner_space(obs)):
             label = f"{leaf.name} " if leaf.path else ""
             what = describe_space(leaf.space)
-            if leaf.kind == ONEHOT:
+            if leaf.kind == ENTITIES:
+                sets.append(f"{label}{what}")
+            elif leaf.kind == ONEHOT:
                 parts.append(f"{label}{what} one-hot")
             elif leaf.kind == TEXT:
                 parts.append(f"{label}{what} -> character CNN {TEXT_FEATURES}")
@@ -201,6 +205,8 @@ def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any] | None
                 parts.append(f"{label}{what} -> CNN {layers} layers {model_config['conv_activation']}")
             else:
                 parts.append(f"{label}{what} flattened")
+        if sets:
+            parts.append(f"{' + '.join(sets)} -> entity attention {EMBEDDING} ({HEADS} heads, masked mean)")
         reads = " + ".join(parts) + f" -> {mlp}"
     if model_config["use_lstm"]:
         reads += f" -> LSTM {model_config['lstm_cell_size']}"

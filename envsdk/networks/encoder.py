@@ -13,7 +13,10 @@ gets a reader:
 * ``Box`` that is not an image, ``MultiBinary``: flattened to floats;
 * image: ``uint8`` scaled to [0, 1], then a CNN (:func:`default_conv_filters`,
   or ``model_config.conv_filters`` when given, with ``conv_activation``),
-  flattened.
+  flattened;
+* sets of entities (:class:`~envsdk.envs.spaces.EntitySet`, ML-Agents' BufferSensor): together,
+  by entity attention over every set, reading each entity beside the other parts' features
+  (:class:`~envsdk.networks.entities.EntityAttention`), appended after them.
 
 The readers' outputs are concatenated and go through an MLP of
 ``fcnet_hiddens`` with ``fcnet_activation`` (the last size is the latent size
@@ -47,6 +50,7 @@ from torch import nn
 
 from envsdk.envs.keys import OBS_KEY, has_action_mask
 from envsdk.envs.spaces import (
+    ENTITIES,
     IMAGE,
     ONEHOT,
     TEXT,
@@ -56,6 +60,7 @@ from envsdk.envs.spaces import (
     observation_leaves,
     pick,
 )
+from envsdk.networks.entities import EMBEDDING, EntityAttention
 
 LAST_SIDE = 6  # default CNNs stop halving once an image side is this small
 CHANNELS = (16, 32, 64)  # filters of the default CNN's layers, the last one repeated
@@ -124,6 +129,16 @@ class SpaceEncoderConfig(ModelConfig):
 
     @property
     def leaves(self) -> list[ObsLeaf]:
+        """The parts read one by one (every part but the sets of entities)."""
+        return [leaf for leaf in self.all_leaves if leaf.kind != ENTITIES]
+
+    @property
+    def entity_sets(self) -> list[ObsLeaf]:
+        """The sets of entities, read together after the other parts."""
+        return [leaf for leaf in self.all_leaves if leaf.kind == ENTITIES]
+
+    @property
+    def all_leaves(self) -> list[ObsLeaf]:
         return observation_leaves(inner_space(self.space))
 
     @property
@@ -139,7 +154,8 @@ class SpaceEncoderConfig(ModelConfig):
     def output_dims(self) -> tuple[int, ...]:
         if self.hidden_layer_dims:
             return (int(self.hidden_layer_dims[-1]),)
-        return (sum(_reader(leaf, self).width for leaf in self.leaves),)
+        attention = EMBEDDING if self.entity_sets else 0
+        return (sum(_reader(leaf, self).width for leaf in self.leaves) + attention,)
 
     def build(self, framework: str = "torch") -> Encoder:
         if framework != "torch":
@@ -278,6 +294,10 @@ class TorchSpaceEncoder(TorchModel, Encoder):
         readers = [_reader(leaf, config) for leaf in config.leaves]
         self.readers = nn.ModuleList(readers)
         width = sum(r.width for r in readers)
+        sets = config.entity_sets
+        self.set_paths = [leaf.path for leaf in sets]
+        self.attention = EntityAttention(width, [leaf.box_shape[1] for leaf in sets]) if sets else None
+        width += self.attention.width if self.attention is not None else 0
         hidden = list(config.hidden_layer_dims)
         self.mlp: nn.Module = nn.Identity()
         if hidden:
@@ -306,6 +326,9 @@ class TorchSpaceEncoder(TorchModel, Encoder):
         if self.masked:
             obs = obs[OBS_KEY]
         parts = [reader(pick(obs, path)) for reader, path in zip(self.readers, self.paths, strict=True)]
+        if self.attention is not None:
+            own = torch.cat(parts, dim=-1) if parts else None
+            parts.append(self.attention(own, [pick(obs, path) for path in self.set_paths]))
         features = parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)
         return {ENCODER_OUT: self.mlp(features)}
 

@@ -29,6 +29,7 @@ BUILDS = {
     "Pyramids": ["--game", "pyramids", "--max-steps", "60"],
     "SoccerTwos": ["--game", "soccertwos", "--agents", "2", "--max-steps", "40"],
     "StrikersVsGoalie": ["--game", "strikersvsgoalie", "--max-steps", "40"],
+    "Sorter": ["--game", "sorter", "--max-steps", "60"],
 }
 
 

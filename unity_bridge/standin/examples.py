@@ -21,7 +21,7 @@ reached by padding the game's few features with zeros.  Each reads its environme
   crossing a wall of height > 0 takes a jump.  +1 at the goal, -1 for stepping off the start,
   -0.0005 a step.  Height 0: a short track and no jump, the easiest.
 * ``Hallway``: 1 branch of 4 (stay, forward, enter the left goal, enter the right goal), vector
-  30; the cue (which goal pays) is in the observation on the episode's first step only, so the
+  30; the cue (which goal pays) is in the episode's first observation only, so the
   task needs memory.  The goals can be entered only at the hallway's end (masked elsewhere).
   +1 at the right goal, -0.1 at the wrong one, -0.0003 a step.  ``hallway_length`` (default 3).
 * ``PushBlock``: 1 branch of 7 (stay, forward, back, and four moves that do nothing here), vector
@@ -36,6 +36,13 @@ reached by padding the game's few features with zeros.  Each reads its environme
 * ``StrikersVsGoalie``: ``Striker?team=0`` (two, vector 294) against ``Goalie?team=1`` (one,
   vector 738) on the same field; only the strikers score; -0.001 a step for a striker, +0.001
   for the goalie.
+* ``Sorter``: ``num_tiles`` (default 2, at most 20) tiles numbered 1 to 20 lie on a track; the
+  agent must touch them in ascending order.  Vector 4 (its position and orientation), and a
+  BufferSensor of up to 20 entities of 23 floats, one per tile (the value one-hot in 20, the tile's
+  position relative to the agent in 2, 1 once visited), padded with rows of zeros.  Branches
+  (3, 3, 3): move (stay, forward, back), touch (no, the tile here, no), and one that does nothing.
+  +1 for the right tile, -1 for a wrong one (the episode ends), -1 / max_steps a step; the episode
+  ends when every tile is visited.
 """
 
 from __future__ import annotations
@@ -251,22 +258,34 @@ class WallJump(_Episodic):
         return [(agent.wall_at / agent.size, 96), (1.0, 255), (agent.pos / agent.size, 160)]
 
 
+@dataclass
+class HallwayAgent(Agent):
+    cue_at: int = -1  # the step of its episode's first observation, the one that shows the cue
+
+
 class Hallway(_Episodic):
     STAY, FORWARD, LEFT_GOAL, RIGHT_GOAL = range(4)
 
     def __init__(self, agents: int, seed: int, decision_period: int, max_steps: int):
         super().__init__(agents, seed, decision_period, max_steps)
         self.behaviors = [Behavior("Hallway", 30, 0, (4,))]
-        self.agents = [Agent(slot=i, behavior="Hallway") for i in range(agents)]
+        self.agents = [HallwayAgent(slot=i, behavior="Hallway") for i in range(agents)]
 
     def restart(self, agent: Agent) -> None:
+        assert isinstance(agent, HallwayAgent)
         _begin(self, agent)
+        agent.cue_at = -1
         agent.size = max(1, int(self.parameter("hallway_length", 3.0)))
         agent.pos = 0.0
         agent.target = float(self.rng.integers(2))  # 0: the left goal pays, 1: the right one
 
     def observe(self, agent: Agent) -> np.ndarray:
-        first = agent.steps == 0
+        # The episode's first observation, whatever its step: an agent restarted mid-run is stepped
+        # once before its first decision.
+        assert isinstance(agent, HallwayAgent)
+        if agent.cue_at < 0:
+            agent.cue_at = agent.steps
+        first = agent.steps == agent.cue_at
         cue = [1.0 - agent.target, agent.target] if first else [0.0, 0.0]
         return _padded([agent.pos / agent.size, float(agent.pos >= agent.size), *cue, float(first)], 30)
 
@@ -289,7 +308,8 @@ class Hallway(_Episodic):
         self.frame += 1
 
     def scene(self, agent: Agent) -> list[tuple[float, int]]:
-        cue = [(agent.target, 255)] if agent.steps == 0 else []
+        assert isinstance(agent, HallwayAgent)
+        cue = [(agent.target, 255)] if agent.steps == agent.cue_at else []
         return [*cue, (agent.pos / agent.size, 128)]
 
 
@@ -481,6 +501,66 @@ class Soccer(Game):
         return [*players, (self.ball / self.FIELD, 255)]
 
 
+@dataclass
+class SorterAgent(Agent):
+    values: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # 1..20, in sensor order
+    places: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    visited: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+
+
+class Sorter(_Episodic):
+    MAX_TILES, ENTITY = 20, 23  # ML-Agents' Sorter: BufferSensor MaxNumObservables, ObservableSize
+    TOUCH = 1  # the second branch
+
+    def __init__(self, agents: int, seed: int, decision_period: int, max_steps: int):
+        super().__init__(agents, seed, decision_period, max_steps)
+        self.behaviors = [Behavior("Sorter", 4, 0, (3, 3, 3), buffer=(self.MAX_TILES, self.ENTITY))]
+        self.agents = [SorterAgent(slot=i, behavior="Sorter") for i in range(agents)]
+
+    def restart(self, agent: Agent) -> None:
+        assert isinstance(agent, SorterAgent)
+        _begin(self, agent)
+        tiles = int(np.clip(self.parameter("num_tiles", 2.0), 1, self.MAX_TILES))
+        agent.size = float(2 * tiles + 2)
+        agent.values = self.rng.choice(np.arange(1, self.MAX_TILES + 1), tiles, replace=False)
+        agent.places = self.rng.choice(int(agent.size) + 1, tiles, replace=False).astype(float)
+        agent.visited = np.zeros(tiles, bool)
+        agent.pos = float(self.rng.integers(0, int(agent.size) + 1))
+
+    def observe(self, agent: Agent) -> np.ndarray:
+        return np.array([agent.pos / agent.size, 0.0, 1.0, 0.0], np.float32)
+
+    def entities(self, agent: Agent) -> np.ndarray:
+        assert isinstance(agent, SorterAgent)
+        rows = np.zeros((len(agent.values), self.ENTITY), np.float32)
+        rows[np.arange(len(agent.values)), agent.values - 1] = 1.0
+        rows[:, self.MAX_TILES] = (agent.places - agent.pos) / agent.size
+        rows[:, self.MAX_TILES + 2] = agent.visited
+        return rows
+
+    def step(self, actions: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
+        for agent in self.agents:
+            assert isinstance(agent, SorterAgent)
+            self._tick(agent, actions)
+            move = {FORWARD: 1.0, BACK: -1.0}.get(_choice(agent.last_action), 0.0)
+            agent.pos = float(np.clip(agent.pos + move, 0, agent.size))
+            agent.reward -= 1.0 / self.max_steps
+            here = np.flatnonzero((agent.places == agent.pos) & ~agent.visited)
+            if _choice(agent.last_action, 1) == self.TOUCH and len(here):
+                right = agent.values[here[0]] == agent.values[~agent.visited].min()
+                agent.visited[here[0]] = True
+                agent.reward += 1.0 if right else -1.0
+                if not right or agent.visited.all():
+                    self._end(agent, "Sorter/AllVisited", bool(right))
+            self._time_out(agent, "Sorter/AllVisited")
+        self.frame += 1
+
+    def scene(self, agent: Agent) -> list[tuple[float, int]]:
+        assert isinstance(agent, SorterAgent)
+        tiles = [(p / agent.size, 64 + 8 * int(v)) for p, v in zip(agent.places, agent.values, strict=True)]
+        return [*tiles, (agent.pos / agent.size, 255)]
+
+
 def _soccer_twos(agents: int, seed: int, decision_period: int, max_steps: int) -> Game:
     teams = [(f"SoccerTwos?team={t}", agents, 336, 0.0) for t in (0, 1)]
     return Soccer(seed, decision_period, max_steps, teams)
@@ -502,4 +582,5 @@ EXAMPLES: dict[str, Callable[[int, int, int, int], Game]] = {
     "pyramids": Pyramids,
     "soccertwos": _soccer_twos,
     "strikersvsgoalie": _strikers_vs_goalie,
+    "sorter": Sorter,
 }

@@ -40,6 +40,7 @@ class Behavior:
     branches: tuple[int, ...]
     vector: bool | None = None  # None: as the command line says (--no-vector)
     camera: bool | None = None  # None: as the command line says (--visual N)
+    buffer: tuple[int, int] | None = None  # a BufferSensor: (max entities, entity size); Game.entities
 
 
 @dataclass
@@ -133,6 +134,10 @@ class Game:
 
     def mask(self, agent: Agent) -> np.ndarray | None:
         return None
+
+    def entities(self, agent: Agent) -> np.ndarray:
+        """The agent's BufferSensor rows (as many as there are entities), where its behavior has one."""
+        return np.zeros((0, 0), np.float32)
 
     def restart(self, agent: Agent) -> None:
         raise NotImplementedError

@@ -8,7 +8,8 @@ with "Unable to open display" like a Unity player when there is none.  With
 
 Stand-in arguments (given through env_config ``additional_args``): ``--game``,
 ``--agents``, ``--actions``, ``--visual N``, ``--visual-channels``,
-``--visual-raw``, ``--visual-layout``, ``--no-vector``, ``--decision-period``, ``--max-steps``,
+``--visual-raw``, ``--visual-layout``, ``--cameras N``, ``--grid N``, ``--no-vector``,
+``--decision-period``, ``--max-steps``,
 ``--first-decision-after``, and the fault switches ``--crash-at-start``,
 ``--crash-after N``, ``--hang-after N``, ``--api-version X``.  Like a game that trusts its action
 masks, it exits (status 5, "error: masked action ..." in its log) when an
@@ -31,7 +32,7 @@ import grpc
 import numpy as np
 
 from unity_bridge import side_channels
-from unity_bridge.observations import decode
+from unity_bridge.observations import VARIABLE_SIZE, decode
 from unity_bridge.protocol import communicator_objects_pb2 as pb
 from unity_bridge.samplers import Sampler
 from unity_bridge.standin.examples import EXAMPLES
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
     from unity_bridge.brains import BrainPlayer
 
 EXCHANGE = "/communicator_objects.UnityToExternalProto/Exchange"
+DIMENSION_NONE = 1  # DimensionPropertyProto: an axis of fixed size
+GRID_CHANNELS = 4  # the stand-in's grid sensor: one channel per scene mark (modulo 4)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -56,6 +59,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--visual-channels", type=int, choices=(1, 3), default=1)
     p.add_argument("--visual-raw", action="store_true", help="send frames as floats, not PNG")
     p.add_argument("--visual-layout", choices=("hwc", "chw"), default="chw")
+    p.add_argument(
+        "--cameras",
+        type=int,
+        default=1,
+        help="cameras per agent (with --visual); the second"
+        " and later: grayscale, sent as RGB PNGs with the channel mapping [0, 0, 0]",
+    )
+    p.add_argument("--grid", type=int, default=0, help="a grid sensor of N x N cells; 0 = none")
     p.add_argument("--no-vector", action="store_true", help="camera only")
     p.add_argument("--decision-period", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=30)
@@ -183,6 +194,47 @@ class Player:
             obs.compressed_data = cv2.imencode(".png", bgr)[1].tobytes()
         return obs
 
+    def _gray_camera(self, report: Report, index: int) -> pb.ObservationProto:
+        """A further camera, grayscale as ML-Agents' CameraSensor sends it: an RGB PNG whose three
+        channels the mapping [0, 0, 0] averages into one.  It sees the scene mirrored."""
+        marks = [(1.0 - where, shade) for where, shade in self.game.scene(report.agent)]
+        frame = self.camera.frame(marks)  # type: ignore[union-attr]
+        rgb = np.repeat(frame[:, :, :1], 3, axis=2) if frame.shape[2] == 1 else frame
+        size = self.camera_size
+        shape = [size, size, 1] if self.args.visual_layout == "hwc" else [1, size, size]
+        obs = pb.ObservationProto(shape=shape, name=f"camera_{index}", compression_type=pb.PNG)
+        obs.compressed_data = cv2.imencode(".png", rgb[:, :, ::-1])[1].tobytes()
+        obs.compressed_channel_mapping.extend([0, 0, 0])
+        return obs
+
+    def _grid(self, report: Report) -> pb.ObservationProto:
+        """A grid sensor, as ML-Agents' GridSensor sends it: its channels three by three in RGB PNGs
+        (the last padded), with a channel mapping that drops the padding.  The scene's marks lie on the
+        middle row, mark i in channel i % 4 at its brightness."""
+        n = self.args.grid
+        cells = np.zeros((n, n, 3 * -(-GRID_CHANNELS // 3)), np.uint8)
+        for i, (where, shade) in enumerate(self.game.scene(report.agent)):
+            column, channel = round(float(np.clip(where, 0, 1)) * (n - 1)), i % GRID_CHANNELS
+            cells[n // 2, column, channel] = max(cells[n // 2, column, channel], shade)
+        shape = [n, n, GRID_CHANNELS] if self.args.visual_layout == "hwc" else [GRID_CHANNELS, n, n]
+        obs = pb.ObservationProto(shape=shape, name="GridSensor", compression_type=pb.PNG)
+        obs.compressed_data = b"".join(
+            cv2.imencode(".png", cells[:, :, c : c + 3][:, :, ::-1])[1].tobytes()
+            for c in range(0, cells.shape[2], 3)
+        )
+        obs.compressed_channel_mapping.extend([c if c < GRID_CHANNELS else -1 for c in range(cells.shape[2])])
+        return obs
+
+    def _entities(self, report: Report, size: tuple[int, int]) -> pb.ObservationProto:
+        """A BufferSensor: the game's entity rows, padded with rows of zeros up to its maximum."""
+        rows = np.zeros(size, np.float32)
+        found = self.game.entities(report.agent)[: size[0]]
+        rows[: len(found)] = found
+        obs = pb.ObservationProto(shape=list(size), name="BufferSensor")
+        obs.dimension_properties.extend([VARIABLE_SIZE, DIMENSION_NONE])
+        obs.float_data.data.extend(rows.ravel().tolist())
+        return obs
+
     def _info(self, report: Report) -> pb.AgentInfoProto:
         agent = report.agent
         info = pb.AgentInfoProto(
@@ -192,8 +244,14 @@ class Player:
         if self._has_vector(agent.behavior):
             vector = info.observations.add(shape=[len(report.vector)], name="vector")
             vector.float_data.data.extend(report.vector.tolist())
+        buffer = self.specs[agent.behavior].buffer
+        if buffer is not None:
+            info.observations.append(self._entities(report, buffer))
         if self._has_camera(agent.behavior):
             info.observations.append(self._visual(report))
+            info.observations.extend(self._gray_camera(report, i) for i in range(1, self.args.cameras))
+        if self.args.grid:
+            info.observations.append(self._grid(report))
         if report.mask is not None:
             info.action_mask.extend(report.mask.tolist())
             self.masks[agent.slot] = report.mask
@@ -314,6 +372,7 @@ class Player:
                     running[key] = running.get(key, 0.0) + info.reward + info.group_reward
                     if info.done:
                         ended.append(running.pop(key))
+                        brains.forget(behavior, info.id)
                     else:
                         asking.append(info)
                 if asking:
@@ -339,7 +398,10 @@ class Player:
             1.0 - np.asarray(info.action_mask, np.float32) if info.action_mask else np.ones(sum(branches))
             for info in infos
         ]  # the wire's True = unavailable; a brain's 1 = allowed
-        continuous, discrete = brains.act(behavior, observations, np.stack(masks) if branches else None)
+        agents = [info.id for info in infos]
+        continuous, discrete = brains.act(
+            behavior, observations, np.stack(masks) if branches else None, agents
+        )
         for c, d in zip(continuous, discrete, strict=True):
             action = command.agent_actions[behavior].value.add()
             action.continuous_actions.extend(c.tolist())

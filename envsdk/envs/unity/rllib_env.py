@@ -33,6 +33,7 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 from ray.rllib.utils.typing import AgentID
 
 from envsdk.envs.base import MASK_KEY, OBS_KEY, RLlibHooks, TaskSettable
+from envsdk.envs.spaces import EntitySet
 from envsdk.envs.unity.metrics import log_unity_metrics
 from envsdk.notices import notice
 from unity_bridge.behavior_names import behavior_name, default_policy_id, team_of
@@ -90,8 +91,14 @@ class SelfPlayTeams:
 
 
 def observation_space(spec: BehaviorSpec, masked: bool) -> gym.Space:
+    """One part per sensor (a Dict by sensor name where there are several): vectors and ray
+    perception a Box, cameras and grid sensors an HWC image in [0, 1], a BufferSensor's entities an
+    :class:`~envsdk.envs.spaces.EntitySet` (read by entity attention); the action mask beside them."""
     parts: dict[str, gym.Space] = {}
     for obs in spec.observations:
+        if obs.variable_size:
+            parts[obs.name] = EntitySet(*obs.shape)
+            continue
         low, high = (0.0, 1.0) if obs.visual else (-np.inf, np.inf)
         parts[obs.name] = gym.spaces.Box(low, high, obs.shape, np.float32)
     inner = next(iter(parts.values())) if len(parts) == 1 else gym.spaces.Dict(parts)

@@ -152,6 +152,10 @@ def install(
             f"{where}: environment_parameters need the new API stack; a ModelV2 custom_model runs on the old",
             "use an RLModule plugin, or leave environment_parameters out",
         )
+    from envsdk.envs.unity.rllib_env import UnityEnv
+
+    if isinstance(target, type) and issubclass(target, UnityEnv) and not config.is_multi_agent:
+        return  # a dry run that did not launch the game: its policies are unknown, and nothing trains
     parameters = _known_policies_only(parameters, config, where)
     policies = policies_of(parameters, config, target, where)
     for parameter in parameters.parameters:

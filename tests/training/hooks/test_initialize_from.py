@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from envsdk.errors import UserError
-from envsdk.internals.checkpoint_layout import MODULE_DIR, MODULE_STATE_FILE
+from envsdk.internals.checkpoint_layout import CHECKPOINT_MARKER, MODULE_DIR, MODULE_STATE_FILE
 from envsdk.training.hooks.initialize_from import newest_checkpoint, sources
 from tests.helpers import run_train
 
@@ -48,7 +48,7 @@ def test_a_run_starts_from_the_weights_of_another(tmp_path):
 def _checkpoint(folder: Path, *policies: str) -> Path:
     for policy in policies:
         (folder / MODULE_DIR / policy).mkdir(parents=True)
-    (folder / "rllib_checkpoint.json").write_text("{}")
+    (folder / CHECKPOINT_MARKER).write_text("{}")
     return folder
 
 
