@@ -71,7 +71,8 @@ RULES: dict[str, str] = {
     "reward_signals.extrinsic.strength": "1.0 only (else refused)",
     "reward_signals.curiosity, rnd, gail": "refused: " + LATER["reward_signals"],
     "behavioral_cloning": "refused: " + LATER["behavioral_cloning"],
-    "time_horizon": "rollout_fragment_length (an agent's trajectory is cut there and bootstrapped)",
+    "time_horizon": "time_horizon: each agent's trajectory cut every N of its own steps and bootstrapped"
+    " (rollout_fragment_length: N x the agents in one step of the game)",
     "max_steps": "policy_max_steps (agent steps); the run stops when every policy has them",
     "summary_freq": "min_sample_timesteps_per_iteration: one iteration (a progress line) per summary",
     "checkpoint_interval": "checkpoint_freq = checkpoint_interval / summary_freq iterations",
@@ -321,25 +322,7 @@ def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
     if overrides:
         t.put("algorithm_config_overrides_per_module", overrides, "hyperparameters (a behavior's own)")
     t.put("lambda_", h["lambd"], "hyperparameters.lambd", (h, "lambd"))
-    fragment = fragment_length(settings["time_horizon"], h["buffer_size"])
-    t.put("rollout_fragment_length", fragment, "time_horizon", (settings, "time_horizon"))
-    if fragment != settings["time_horizon"]:
-        t.note(
-            "time_horizon",
-            f"{settings['time_horizon']} runs as rollout_fragment_length {fragment}: RLlib asks buffer_size"
-            " to be within 10% of a multiple of it",
-        )
-    t.put("use_gae", True, "PPO (mlagents-learn's advantages are GAE)")
-    t.put("vf_loss_coeff", 0.5, "PPO (mlagents-learn weighs its value loss 0.5)")
-
-
-def fragment_length(time_horizon: int, buffer_size: int) -> int:
-    """The longest fragment up to ``time_horizon`` whose multiples come within 10% of ``buffer_size``
-    above it (RLlib's ``validate_train_batch_size_vs_rollout_fragment_length``)."""
-    for length in range(min(time_horizon, buffer_size), 0, -1):
-        if math.ceil(buffer_size / length) * length - buffer_size <= 0.1 * buffer_size:
-            return length
-    return 1
+    t.put("time_horizon", settings["time_horizon"], "time_horizon", (settings, "time_horizon"))
 
 
 def _sac(t: Translation, settings: LineDict) -> None:

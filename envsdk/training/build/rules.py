@@ -5,6 +5,7 @@ tries."""
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -245,6 +246,40 @@ def take_clip_schedule(values: LineDict, run: str, default_config: AlgorithmConf
         )
     values["clip_param"] = float(schedule[0][1])
     values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), CLIP_SCHEDULE: schedule}
+
+
+def fragment_length(horizon: int, batch: int) -> int:
+    """The longest fragment up to ``horizon`` whose multiples come within 10% of ``batch`` above it
+    (RLlib's ``validate_train_batch_size_vs_rollout_fragment_length``)."""
+    for length in range(min(horizon, batch), 0, -1):
+        if math.ceil(batch / length) * length - batch <= 0.1 * batch:
+            return length
+    return 1
+
+
+def time_horizon(values: LineDict, agents: int, default_batch: int) -> None:
+    """``time_horizon: N`` (mlagents-learn's): each agent's trajectory is cut every N of its own steps
+    and bootstrapped.  RLlib cuts every episode when a sample reaches ``rollout_fragment_length``, which
+    counts every agent's steps under ``count_steps_by: agent_steps``: N x ``agents`` (those that act in
+    one step of the env there, else 1), brought within RLlib's 10% of the train batch per env runner."""
+    horizon = values.pop("time_horizon", None)
+    if horizon is None:
+        return
+    where = values.where("time_horizon")
+    if not isinstance(horizon, int) or isinstance(horizon, bool) or horizon < 1:
+        raise UserError(f"{where}: time_horizon must be a positive integer, got {horizon!r}", "")
+    if "rollout_fragment_length" in values:
+        raise UserError(f"{where}: time_horizon and rollout_fragment_length both set", "keep one of them")
+    per_step = agents
+    copies = max(1, int(values.get("num_env_runners") or 0)) * int(values.get("num_envs_per_env_runner") or 1)
+    batch = int(values.get("train_batch_size") or default_batch) // copies
+    fragment = fragment_length(horizon * per_step, max(1, batch))
+    values["rollout_fragment_length"] = fragment
+    if fragment != horizon * per_step:
+        notice(
+            f"time_horizon {horizon} x {per_step} agents runs as rollout_fragment_length {fragment}: RLlib"
+            " asks the train batch per env runner to be within 10% of a multiple of it"
+        )
 
 
 def take_learner_choices(

@@ -47,6 +47,7 @@ from envsdk.training.build.rules import (
     start_tries,
     take_clip_schedule,
     take_learner_choices,
+    time_horizon,
     with_horizon,
 )
 from envsdk.training.build.translate import (
@@ -286,6 +287,11 @@ def stage_assemble(
     config: AlgorithmConfig = keys.default_config.copy(copy_frozen=False)  # the defaults stay as they are
     _api_stack(values, config, model, started.info.multi_agent)
     curriculum = values.pop("curriculum", None)
+    by_agents = (networks.multi_agent or {}).get(
+        "count_steps_by", values.get("count_steps_by")
+    ) == "agent_steps"
+    agents = max(1, len(started.info.first_obs)) if by_agents else 1
+    time_horizon(values, agents, keys.default_config.train_batch_size)
     try:
         config.update_from_dict(values)
         config.environment(env=started.resolved.name, env_config=plan.env_config)

@@ -30,7 +30,8 @@ SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces t
 # Keys handled by this module itself (checked where they are used), not by their RLlib default's type.
 NOT_TYPE_CHECKED = {"input", "env", "env_config", "model", "model_config", "curriculum", "callbacks",
                     "policies", "env_checks", "environment_parameters", "policy_max_steps", "initialize_from",
-                    "policy_mapping_fn", "policies_to_train", "multiagent", "self_play"}  # fmt: skip
+                    "time_horizon", "policy_mapping_fn", "policies_to_train", "multiagent",
+                    "self_play"}  # fmt: skip
 
 
 # The form of the keys above that are mappings, lists or import paths, checked (with the keys of a
@@ -68,6 +69,7 @@ EXTRA_KEYS = {
     "environment_parameters",
     "policy_max_steps",
     "initialize_from",
+    "time_horizon",
     "sampler",
     "critic_loss",
     "advantage_normalization",

@@ -16,7 +16,7 @@ import yaml
 from envsdk.cli.train import main
 from envsdk.config.experiment import load_experiments
 from envsdk.config.mlagents import schema, upgrade
-from envsdk.config.mlagents.translate import LATER, RULES, fragment_length
+from envsdk.config.mlagents.translate import LATER, RULES
 from envsdk.config.yamlio import load_yaml_file
 from envsdk.errors import UserError, run_cli
 from tests.helpers import ROOT
@@ -74,8 +74,7 @@ def test_each_example_config_becomes_the_experiment_its_keys_say(path):
             assert lr == [[0, hyper["learning_rate"]], [steps, 1e-10]]
         else:
             assert lr == hyper["learning_rate"]
-        fragment = config["rollout_fragment_length"]
-        assert fragment <= first.get("time_horizon", 64)
+        assert config["time_horizon"] == first.get("time_horizon", 64)  # per agent: training/build/rules.py
     else:
         assert config["train_batch_size"] == hyper["batch_size"]
         assert config["replay_buffer_config"]["capacity"] == hyper["buffer_size"]
@@ -143,17 +142,6 @@ def test_beta_and_epsilon_schedules_follow_the_learning_rate_schedule_as_mlagent
     assert exp.config["entropy_coeff"] == 5e-3 and exp.config["lr"] == 3e-4  # both constant
 
 
-@pytest.mark.parametrize(
-    ("horizon", "buffer"), [(64, 200), (1000, 12000), (5, 256), (128, 2048), (3, 7), (500, 100)]
-)
-def test_fragment_length_is_the_longest_rllib_accepts_up_to_the_time_horizon(horizon, buffer):
-    length = fragment_length(horizon, buffer)
-    fits = [
-        f for f in range(1, min(horizon, buffer) + 1) if math.ceil(buffer / f) * f - buffer <= 0.1 * buffer
-    ]
-    assert length == max(fits)
-
-
 def test_every_rule_names_a_key_of_the_schema():
     keys = {f"{s}.{k}" for s, ks in schema.SECTIONS.items() for k in ks} | set(schema.TRAINER) | schema.TOP
     keys |= {f"hyperparameters.{k}" for ks in schema.HYPERPARAMETERS.values() for k in ks}
@@ -212,7 +200,7 @@ def test_a_pre_1_0_file_reads_as_mlagents_upgrade_config_converts_it(tmp_path, c
     path.write_text(PRE_1_0.split("Hallway:")[0])
     (exp,) = load_experiments(path)
     assert exp.config["policy_max_steps"] == {"3DBall": 500000}
-    assert exp.config["train_batch_size"] == 12000 and exp.config["rollout_fragment_length"] == 1000
+    assert exp.config["train_batch_size"] == 12000 and exp.config["time_horizon"] == 1000
     upgraded = upgrade.upgrade(data)["behaviors"]
     assert upgraded["3DBall"]["hyperparameters"]["lambd"] == 0.99
     assert upgraded["3DBall"]["network_settings"]["normalize"] is True
