@@ -254,7 +254,7 @@ FLAGS_ALLOWED = {
     **{
         ("envsdk/config/mlagents/translate.py", flag): _TRAIN_ONLY
         + " (mlagents-learn's keys whose equivalent is a train.py flag: the docs' table and the refusals)"
-        for flag in ("--env", "--resume", "--debug", "--deterministic", "--env-args")
+        for flag in ("--env", "--resume", "--force", "--debug", "--deterministic", "--env-args")
     },
     ("envsdk/config/legacy.py", "--ray-num-gpus"): "_fake_gpus's notice: the YAML key's train.py replacement",
     ("envsdk/config/legacy.py", "--translate-algo"): "the docs' table of removed algorithms (legacy_table)",

@@ -161,6 +161,8 @@ def translate(
     if options.get("torch_settings", {}).get("device"):
         device = str(options["torch_settings"]["device"])
         t.put("num_gpus_per_learner", 1 if device.startswith("cuda") else 0, "torch_settings.device")
+    if options.get("debug"):
+        t.note("debug", "train.py takes it as --debug on the command line (tracebacks)")
     t.spec["config"] = t.config
     name = str(options["checkpoint_settings"]["run_id"])
     out = LineDict({name: t.spec})
@@ -290,6 +292,11 @@ def _schedule(value: float, kind: str, max_steps: int, floor: float) -> Any:
     return value if kind == "constant" else [[0, value], [max_steps, floor]]
 
 
+def _schedules(settings: LineDict) -> set[str]:
+    h = settings["hyperparameters"]
+    return {h["learning_rate_schedule"], h["beta_schedule"], h["epsilon_schedule"]}
+
+
 def _ppo_per_policy(settings: LineDict) -> dict[str, Any]:
     """A behavior's learning rate, entropy and clip, with its schedules to its own max_steps."""
     h, steps = settings["hyperparameters"], settings["max_steps"]
@@ -317,10 +324,19 @@ def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
         if isinstance(own.get("clip_param"), list):  # RLlib's per-module config: a number; ours: the schedule
             own["learner_config_dict"] = {"clip_param_schedule": own["clip_param"]}
             own["clip_param"] = own["clip_param"][0][1]
+        elif "clip_param" in own and isinstance(shared["clip_param"], list):  # its own clip stays fixed
+            own["learner_config_dict"] = {"clip_param_schedule": None}
         if own:
             overrides[default_policy_id(str(name))] = own
     if overrides:
         t.put("algorithm_config_overrides_per_module", overrides, "hyperparameters (a behavior's own)")
+    scheduled = [n for n, b in behaviors.items() if "linear" in _schedules(b)]
+    if len(behaviors) > 1 and scheduled:
+        t.note(
+            "linear schedules of several behaviors",
+            "RLlib's learners share one clock, the agent steps of all trained policies: each behavior's"
+            " schedule to its own max_steps runs on their sum (mlagents-learn: on its own steps)",
+        )
     t.put("lambda_", h["lambd"], "hyperparameters.lambd", (h, "lambd"))
     t.put("time_horizon", settings["time_horizon"], "time_horizon", (settings, "time_horizon"))
 
@@ -430,6 +446,9 @@ def _checkpoints(t: Translation, first: LineDict, checkpoint: LineDict) -> None:
             " here",
             "play a checkpoint with rollout.py CHECKPOINT (it trains nothing)",
         )
+    for key, flag in (("resume", "--resume"), ("force", "--force")):
+        if checkpoint[key]:
+            t.note(f"checkpoint_settings.{key}", f"train.py takes it as {flag} on the command line")
     if checkpoint["load_model"] or checkpoint["train_model"]:
         t.note("load_model/train_model", "mlagents-learn dropped them too (use resume)")
 

@@ -366,7 +366,9 @@ def stage_initialize(config: AlgorithmConfig, own: OwnKeys, started: StartedEnv)
         return
     policies = config.policies if config.is_multi_agent else [DEFAULT_MODULE_ID]
     found = initialize_from.sources(given, policies or (), where)
-    add_callback(config, "on_algorithm_init", functools.partial(initialize_from.load_weights, sources=found))
+    # first: self-play's first snapshots (its on_algorithm_init) are then of the loaded weights
+    load = functools.partial(initialize_from.load_weights, sources=found)
+    add_callback(config, "on_algorithm_init", load, first=True)
 
 
 def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks) -> str:

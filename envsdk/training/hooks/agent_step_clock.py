@@ -10,9 +10,12 @@ Ray 1.x schedule on a game with 12 agents in a scene runs 12 times slower.
 :func:`count_agent_steps` (``on_algorithm_init``, installed by
 ``training/build/stages.py`` where ``count_steps_by: agent_steps``) wraps the
 algorithm's ``learner_group.update`` so that this entry holds the agent steps
-sampled so far (the env runners' ``num_agent_steps_sampled_lifetime``, summed
-over agent ids: for envs without stable agent ids, one pooled count,
-:mod:`envsdk.training.hooks.agent_metrics`).  It is the substitution
+sampled so far by the trained policies (the env runners'
+``num_module_steps_sampled_lifetime``, self-play's frozen opponents left out; else
+``num_agent_steps_sampled_lifetime`` summed over agent ids: for envs without stable agent ids, one
+pooled count, :mod:`envsdk.training.hooks.agent_metrics`).  Every trained policy shares this clock:
+with one trained policy (most Unity configs, symmetric self-play) it is that policy's own steps, as
+mlagents-learn's schedules count them; several policies' schedules run on their sum.  It is the substitution
 ``agent-step-clock`` (``envsdk/substitutions.py``): a fix of behaviour, not a
 speed-up, and ``ENVSDK_STOCK`` turns it off with the others (RLlib's env-step
 clock then).
@@ -27,11 +30,19 @@ from ray.rllib.utils.metrics import (
     ENV_RUNNER_RESULTS,
     NUM_AGENT_STEPS_SAMPLED_LIFETIME,
     NUM_ENV_STEPS_SAMPLED_LIFETIME,
+    NUM_MODULE_STEPS_SAMPLED_LIFETIME,
 )
+
+from envsdk.training.hooks.self_play import is_self_play_module
 
 
 def agent_steps_sampled(metrics: Any) -> int:
-    """The agent steps the algorithm's env runners sampled so far (RLlib keeps them per agent id)."""
+    """The agent steps of the trained policies sampled so far: a self-play opponent's agents do not
+    count, as mlagents-learn's ghost trainer counts the learning team's steps only.  Without per-policy
+    counts, every agent's (RLlib keeps them per agent id)."""
+    modules = metrics.peek((ENV_RUNNER_RESULTS, NUM_MODULE_STEPS_SAMPLED_LIFETIME), default={})
+    if isinstance(modules, dict) and modules:
+        return int(sum(v for m, v in modules.items() if not is_self_play_module(str(m))))
     counts = metrics.peek((ENV_RUNNER_RESULTS, NUM_AGENT_STEPS_SAMPLED_LIFETIME), default={})
     return int(sum(counts.values()) if isinstance(counts, dict) else counts)
 

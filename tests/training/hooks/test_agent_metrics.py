@@ -145,3 +145,20 @@ def test_schedules_count_agent_steps_and_returns_are_per_agent(train, tmp_path, 
         per_agent = float(row["env_runners/agent_return_mean"])
         assert per_agent == pytest.approx(float(row["env_runners/episode_return_mean"]) / 2)
     assert "per agent" in out.stdout
+
+
+def test_the_clock_counts_the_trained_policies_steps_and_not_self_plays_opponents():
+    """mlagents-learn's ghost trainer counts the learning team's steps: a frozen opponent's agents
+    do not move the schedules."""
+    from ray.rllib.utils.metrics import ENV_RUNNER_RESULTS, NUM_MODULE_STEPS_SAMPLED_LIFETIME
+
+    from envsdk.training.hooks.agent_step_clock import agent_steps_sampled
+    from envsdk.training.hooks.self_play import opponent_of
+
+    class Metrics:
+        def peek(self, key, default=None):
+            if key == (ENV_RUNNER_RESULTS, NUM_MODULE_STEPS_SAMPLED_LIFETIME):
+                return {"Striker": 120, opponent_of("Striker"): 60, "Goalie": 40, opponent_of("Goalie"): 30}
+            return default
+
+    assert agent_steps_sampled(Metrics()) == 160

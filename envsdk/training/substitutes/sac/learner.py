@@ -24,7 +24,9 @@ critic's loss on the TD error: ``huber`` (RLlib's own, delta 1) or ``squared``
 (the SAC paper's, and Stable-Baselines3's: half the squared error).  Rewards in
 the hundreds put most TD errors far past Huber's delta, where its gradient is
 clipped to 1: on HalfCheetah that held the return at a fifth of SB3's
-(benchmarks/RESULTS.md).  Everything else (losses, metrics, optimizers, target
+(benchmarks/RESULTS.md).  With ``Discrete`` actions and ``twin_q: false``, RLlib's
+actor loss reads the twin Q-values it has none of (a KeyError): it gets the one
+Q-network's values in their place.  Everything else (losses, metrics, optimizers, target
 updates, checkpoints) is RLlib's.
 """
 
@@ -65,13 +67,16 @@ class SACTorchLearner(RLlibSACTorchLearner):
         self.squared_critic_loss = self.config.learner_config_dict.get(CRITIC_LOSS, "huber") == "squared"
 
     def compute_loss_for_module(self, *, module_id: ModuleID, config: Any, batch: Any, fwd_out: Any) -> Any:
+        # the action space decides RLlib's loss (and so its target) as it decides this one
+        discrete = isinstance(self.module[module_id].action_space, gym.spaces.Discrete)
+        if discrete and not config.twin_q:
+            # RLlib 2.60's discrete actor loss reads min(Q, twin Q) with or without a twin: min(Q, Q)
+            fwd_out = {**fwd_out, QF_TWIN_PREDS: fwd_out[QF_PREDS]}
         total = super().compute_loss_for_module(
             module_id=module_id, config=config, batch=batch, fwd_out=fwd_out
         )
         if not self.squared_critic_loss:
             return total
-        # the action space decides RLlib's loss (and so its target) as it decides this one
-        discrete = isinstance(self.module[module_id].action_space, gym.spaces.Discrete)
         target = self._bellman_target(module_id, config, batch, fwd_out, discrete)
         losses = internals.sac_losses(self)
         for key, preds in ((QF_LOSS_KEY, QF_PREDS), (QF_TWIN_LOSS_KEY, QF_TWIN_PREDS)):
