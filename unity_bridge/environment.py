@@ -157,6 +157,7 @@ class UnityEnvironment:
             if s.log_folder is not None:
                 Path(s.log_folder).mkdir(parents=True, exist_ok=True)
                 self.log_file = Path(s.log_folder).resolve() / f"Player-{self.worker_id}.log"
+                _keep_earlier(self.log_file)
             executable = find_executable(s.file_name, self._search)
             args = command_line(
                 executable,
@@ -364,3 +365,15 @@ class UnityEnvironment:
                 raise PlayerError(f"no agent asked for a decision in {max_rounds} rounds: {self._where()}")
             steps += self.step()
         return steps
+
+
+def _keep_earlier(log: Path) -> None:
+    """An earlier player's log of the same name (the driver's start-up check, a rollout, an export
+    that launched the game again with the same worker id) moved aside to ``Player-N.K.log`` rather
+    than overwritten by the player about to start: every player's log is kept."""
+    if not log.exists():
+        return
+    k = 1
+    while (aside := log.with_name(f"{log.stem}.{k}{log.suffix}")).exists():
+        k += 1
+    log.replace(aside)

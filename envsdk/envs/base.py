@@ -155,8 +155,8 @@ class ActionMaskEnv(Env):
     branch sizes for a ``MultiDiscrete``, and only the discrete parts of a
     hybrid ``Tuple(Box, Discrete)``; ``mask[i] == 1`` means allowed.  Build
     the space with :meth:`masked_space` and each observation with
-    :meth:`masked`.  The default models of PPO, APPO, IMPALA and DQN never
-    pick a masked action.
+    :meth:`masked`.  The default models of PPO, APPO, IMPALA, DQN and SAC
+    (``Discrete`` actions) never pick a masked action.
     """
 
     @staticmethod

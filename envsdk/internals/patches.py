@@ -282,6 +282,9 @@ OVERRIDDEN = {
         "networks/masking.py, evaluation/opponents.py, training/hooks/self_play.py, models/tinynet.py, "
         "models/dodgenet.py, tests/training/substitutes/test_sampling.py: a module's one pass (batch, kwargs)"
     ),
+    "ray.rllib.core.rl_module.rl_module:RLModule._forward_inference": (
+        "networks/masking.py: SAC's inference pass (its exploration pass too) masked (batch, kwargs)"
+    ),
     "ray.rllib.core.rl_module.rl_module:RLModule._forward_train": (
         "networks/masking.py, training/substitutes/sac/module.py: the training pass (batch, kwargs)"
     ),

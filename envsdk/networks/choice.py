@@ -67,6 +67,7 @@ from envsdk.networks.masking import (
     MaskedAPPOTorchRLModule,
     MaskedDQNTorchRLModule,
     MaskedPPOTorchRLModule,
+    MaskedSACTorchRLModule,
 )
 
 # RLlib's default module class -> (our catalog, our masking module or None, action spaces it takes)
@@ -74,12 +75,16 @@ SUPPORT: dict[type, tuple[type, type | None, tuple[type, ...] | None]] = {
     DefaultPPOTorchRLModule: (AnySpacePPOCatalog, MaskedPPOTorchRLModule, None),
     DefaultAPPOTorchRLModule: (AnySpacePPOCatalog, MaskedAPPOTorchRLModule, None),
     DefaultDQNTorchRLModule: (AnySpaceDQNCatalog, MaskedDQNTorchRLModule, (gym.spaces.Discrete,)),
-    DefaultSACTorchRLModule: (AnySpaceSACCatalog, None, (gym.spaces.Box, gym.spaces.Discrete)),
+    DefaultSACTorchRLModule: (
+        AnySpaceSACCatalog,
+        MaskedSACTorchRLModule,
+        (gym.spaces.Box, gym.spaces.Discrete),
+    ),
     DefaultCQLTorchRLModule: (AnySpaceSACCatalog, None, (gym.spaces.Box,)),
     DefaultIQLTorchRLModule: (AnySpaceSACCatalog, None, (gym.spaces.Box,)),
     DefaultBCTorchRLModule: (AnySpaceBCCatalog, None, None),
 }
-MASKING_ALGOS = "PPO, APPO, IMPALA or DQN"
+MASKING_ALGOS = "PPO, APPO, IMPALA, DQN or SAC"
 
 
 def _check_spaces(algo: str, default: type, obs: gym.Space, act: gym.Space, who: str) -> None:
@@ -149,6 +154,18 @@ def _check_q_network(
     return True
 
 
+def _check_memory(algo: str, default: type, model_config: dict[str, Any]) -> None:
+    """RLlib 2.60's SAC, CQL and IQL modules have no recurrent pass: their catalog would build an
+    LSTM encoder that the module then feeds single steps, which fails on the first observation."""
+    if model_config.get("use_lstm") and SUPPORT.get(default, (None,))[0] is AnySpaceSACCatalog:
+        raise UserError(
+            f"model_config.use_lstm: {algo}'s default model has no memory (RLlib's SAC, CQL and IQL"
+            " modules are not recurrent)",
+            "drop use_lstm (give the policy what it must remember in its observations, e.g. stacked"
+            " frames), or use PPO, APPO or IMPALA, which take use_lstm",
+        )
+
+
 def module_spec(
     algo: str,
     config: Any,
@@ -162,6 +179,7 @@ def module_spec(
     default = config.get_default_rl_module_spec().module_class
     for who, (obs, act) in spaces.items():
         _check_spaces(algo, default, obs, act, who)
+    _check_memory(algo, default, model_config or {})
     concat = _check_q_network(algo, default, model_config or {}, spaces)
     plain = all(rllib_encodes(obs) for obs, _ in spaces.values())
     if plain and not concat:

@@ -13,7 +13,14 @@ forbidden choices impossible:
   ``Tuple(Box, Discrete)`` action keeps its Gaussian part as it is;
 * DQN (``MaskedDQNTorchRLModule``): the Q-values of forbidden actions become
   ``-inf``, which RLlib's DQN already treats as "not available" in its greedy
-  choice, its epsilon-random choice and its targets.
+  choice, its epsilon-random choice and its targets;
+* SAC with ``Discrete`` actions (``MaskedSACTorchRLModule``): the policy's
+  logits as PPO's, in sampling, inference and training, so a forbidden
+  action has probability 0; and RLlib's discrete SAC loss, which sums
+  ``probability * (Q - alpha * log-probability)`` over every action (the soft
+  value of the target, the actor loss, the entropy), gets 0 for a forbidden
+  action's log-probability and Q-values, so that it adds exactly nothing
+  (``0 * log 0 = 0``, never ``0 * -inf = NaN``).
 
 Without a mask in the observation space the modules behave exactly like
 RLlib's, so one module class can serve masked and unmasked policies of one
@@ -29,7 +36,10 @@ from ray.rllib.algorithms.appo.torch.default_appo_torch_rl_module import Default
 from ray.rllib.algorithms.dqn.default_dqn_rl_module import QF_PREDS
 from ray.rllib.algorithms.dqn.torch.default_dqn_torch_rl_module import DefaultDQNTorchRLModule
 from ray.rllib.algorithms.ppo.torch.default_ppo_torch_rl_module import DefaultPPOTorchRLModule
+from ray.rllib.algorithms.sac import sac_learner as sac
+from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSACTorchRLModule
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.models.base import ENCODER_OUT
 from ray.rllib.core.rl_module.apis import TARGET_NETWORK_ACTION_DIST_INPUTS
 
 from envsdk.envs.keys import MASK_KEY, has_action_mask
@@ -116,3 +126,39 @@ class MaskedDQNTorchRLModule(ActionMaskingMixin, DefaultDQNTorchRLModule):
         out = super()._qf_forward_helper(batch, encoder, head)
         out[QF_PREDS] = self.masked_inputs(cast(torch.Tensor, out[QF_PREDS]), batch, float("-inf"))
         return out
+
+
+class MaskedSACTorchRLModule(ActionMaskingMixin, DefaultSACTorchRLModule):
+    """RLlib's default SAC module with action masking (Discrete actions; see the module docstring)."""
+
+    def _forward_inference(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        # RLlib's exploration pass is its inference pass: both masked here
+        return self._mask_output(super()._forward_inference(batch, **kwargs), batch)
+
+    def _forward_train(self, batch: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        if not self.mask_runs:
+            return super()._forward_train(batch, **kwargs)
+        # RLlib's _forward_train_discrete, with the masks of the observations and next observations
+        current = {Columns.OBS: batch[Columns.OBS]}
+        following = {Columns.OBS: batch[Columns.NEXT_OBS]}
+        out: dict[str, Any] = {}
+        with torch.no_grad():  # RLlib's loss detaches its target
+            out[sac.ACTION_PROBS_NEXT], out[sac.ACTION_LOG_PROBS_NEXT] = self._masked_policy(following)
+            target = cast(torch.Tensor, self.forward_target(following, squeeze=False))
+            out[sac.QF_TARGET_NEXT] = self._zero_forbidden(target, following)
+        critics = [(sac.QF_PREDS, self.qf_encoder, self.qf)]
+        if self.twin_q:
+            critics.append((sac.QF_TWIN_PREDS, self.qf_twin_encoder, self.qf_twin))
+        for key, encoder, head in critics:
+            out[key] = self._zero_forbidden(head(encoder(current)[ENCODER_OUT]), current)
+        out[sac.ACTION_PROBS], out[sac.ACTION_LOG_PROBS] = self._masked_policy(current)
+        return out
+
+    def _masked_policy(self, batch: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Probabilities (0 for forbidden actions) and log-probabilities (0 there: ``0 * log 0 = 0``)."""
+        logits = self.pi(self.pi_encoder(batch)[ENCODER_OUT])
+        log_probs = torch.log_softmax(self.masked_inputs(logits, batch, FORBIDDEN_LOGIT), dim=-1)
+        return log_probs.exp(), self._zero_forbidden(log_probs, batch)
+
+    def _zero_forbidden(self, values: torch.Tensor, batch: dict[str, Any]) -> torch.Tensor:
+        return self.masked_inputs(values, batch, 0.0)

@@ -34,7 +34,6 @@ SMALLER = {  # a buffer of 20,480 agent steps takes half a minute here: a smalle
     "StrikersVsGoalie.ppo.yaml": [
         "--config.train_batch_size=2048",
         "--config.minibatch_size=512",
-        "--config.rollout_fragment_length=auto",
     ],
 }
 SHORT = ["--no-graphics", "--config.min_sample_timesteps_per_iteration=0"]  # an iteration: one buffer

@@ -149,8 +149,7 @@ def test_mlagents_sorter_curriculum_config_runs_unchanged_on_the_standin_sorter(
          "--results-dir", str(tmp_path / "r"), "--stop-iters", "1",
          "--config.min_sample_timesteps_per_iteration=0",
          # the file's buffer of 40,960 agent steps takes minutes here: a smaller one, the same file else
-         "--config.train_batch_size=1024", "--config.minibatch_size=256",
-         "--config.rollout_fragment_length=auto"],
+         "--config.train_batch_size=1024", "--config.minibatch_size=256"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]

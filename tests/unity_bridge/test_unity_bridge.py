@@ -584,3 +584,19 @@ def test_standin_build_is_a_plain_executable(tmp_path):
     path = write_build(tmp_path, "Game", ["--game", "chase"])
     assert os.access(path, os.X_OK) and path.name == "Game.x86_64"
     assert sys.executable in path.read_text()
+
+
+def test_an_earlier_players_log_of_the_same_name_is_moved_aside_not_overwritten(tmp_path):
+    """The driver's start-up check, the training game and an export's game share a worker id: each
+    player's log is kept (Player-0.log the newest, Player-0.K.log the earlier ones)."""
+    from unity_bridge.environment import _keep_earlier
+
+    log = tmp_path / "Player-0.log"
+    for text in ("first", "second", "third"):
+        _keep_earlier(log)
+        log.write_text(text)
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == {
+        "Player-0.1.log": "first",
+        "Player-0.2.log": "second",
+        "Player-0.log": "third",
+    }

@@ -21,9 +21,11 @@ reached by padding the game's few features with zeros.  Each reads its environme
   crossing a wall of height > 0 takes a jump.  +1 at the goal, -1 for stepping off the start,
   -0.0005 a step.  Height 0: a short track and no jump, the easiest.
 * ``Hallway``: 1 branch of 4 (stay, forward, enter the left goal, enter the right goal), vector
-  30; the cue (which goal pays) is in the episode's first observation only, so the
-  task needs memory.  The goals can be entered only at the hallway's end (masked elsewhere).
-  +1 at the right goal, -0.1 at the wrong one, -0.0003 a step.  ``hallway_length`` (default 3).
+  30; the cue (which goal pays) is in the episode's first observation only, so the task needs
+  memory: without it the best is a guess at the end (a return of 0.45), with it 1.0.  Staying is
+  always masked, forward until the hallway's end and the goals elsewhere, so every episode is the
+  same walk of ``hallway_length`` (default 1) steps, then one choice.  +1 at the right goal, -0.1
+  at the wrong one, -0.0003 a step.
 * ``PushBlock``: 1 branch of 7 (stay, forward, back, and four moves that do nothing here), vector
   70; walking into the block pushes it towards the goal (+1 when it arrives, -0.0025 a step).
   ``block_scale`` moves the goal further, ``block_drag`` makes pushes fail (drag / (1 + drag)).
@@ -275,7 +277,7 @@ class Hallway(_Episodic):
         assert isinstance(agent, HallwayAgent)
         _begin(self, agent)
         agent.cue_at = -1
-        agent.size = max(1, int(self.parameter("hallway_length", 3.0)))
+        agent.size = max(1, int(self.parameter("hallway_length", 1.0)))
         agent.pos = 0.0
         agent.target = float(self.rng.integers(2))  # 0: the left goal pays, 1: the right one
 
@@ -290,8 +292,9 @@ class Hallway(_Episodic):
         return _padded([agent.pos / agent.size, float(agent.pos >= agent.size), *cue, float(first)], 30)
 
     def mask(self, agent: Agent) -> np.ndarray | None:
+        # Staying is masked: each episode is the same walk, and the cue is kept across a fixed span.
         at_end = agent.pos >= agent.size
-        return np.array([False, at_end, not at_end, not at_end])
+        return np.array([True, at_end, not at_end, not at_end])
 
     def step(self, actions: dict[int, tuple[np.ndarray, np.ndarray]]) -> None:
         for agent in self.agents:

@@ -64,7 +64,8 @@ RULES: dict[str, str] = {
     "network_settings.normalize": "observation_filter: MeanStdFilter",
     "network_settings.hidden_units, num_layers": "model.fcnet_hiddens [hidden_units] x num_layers, swish",
     "network_settings.vis_encode_type": "model.conv_filters (simple, nature_cnn); others refused",
-    "network_settings.memory": "model.use_lstm, max_seq_len: sequence_length, lstm_cell_size: memory_size/2",
+    "network_settings.memory": "model.use_lstm, max_seq_len: sequence_length, lstm_cell_size: memory_size/2"
+    " (PPO; refused with SAC, which has no recurrent policy)",
     "network_settings.goal_conditioning_type": "a notice: goal signals are concatenated",
     "network_settings.deterministic": "a notice: rollout.py plays greedily by default",
     "reward_signals.extrinsic.gamma": "gamma",
@@ -381,6 +382,12 @@ def _network(t: Translation, network: LineDict, behaviors: LineDict) -> None:
         )
     model["conv_filters"] = CONV_FILTERS[encoder]
     memory = network["memory"]
+    if memory is not None and first["trainer_type"] == "sac":
+        raise UserError(
+            f"{where_of(network, 'memory', t.source.name)}: network_settings.memory with trainer_type sac:"
+            " RLlib's SAC has no recurrent policy",
+            "train it with trainer_type: ppo (memory works there), or remove memory",
+        )
     if memory is not None:
         model.update(
             use_lstm=True,

@@ -34,6 +34,8 @@ def _refusal(raw: dict) -> str | None:
     for settings in raw["behaviors"].values():
         if settings.get("trainer_type") == "poca":
             return "#60"
+        if settings.get("trainer_type") == "sac" and (settings.get("network_settings") or {}).get("memory"):
+            return "RLlib's SAC has no recurrent policy"
         if set(settings.get("reward_signals") or {}) - {"extrinsic"} or settings.get("behavioral_cloning"):
             return "#59"
     return None

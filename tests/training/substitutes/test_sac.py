@@ -25,10 +25,11 @@ from tests.helpers import built_algorithm, built_config
 CONCAT = {"model_config": {"fcnet_hiddens": [16, 8], "q_network": "concat"}}
 
 
-def _learner_and_batch(algo: Any, size: int = 16) -> tuple[Any, Any]:
-    """The algorithm's learner and one replayed batch in its tensors."""
+def _learner_and_batch(algo: Any, size: int = 16, random_actions: bool = True) -> tuple[Any, Any]:
+    """The algorithm's learner and one replayed batch in its tensors (from uniformly random actions,
+    which are blind to action masks as RLlib's are, or from the module's)."""
     replay = TransitionReplayBuffer(100, seed=0)
-    replay.add(algo.env_runner.sample(num_timesteps=40, random_actions=True))
+    replay.add(algo.env_runner.sample(num_timesteps=40, random_actions=random_actions))
     learner = internals.local_learner(algo.learner_group)
     columns = replay.sample(size)
     batch = internals.learner_batch(
