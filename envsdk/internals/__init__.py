@@ -119,6 +119,9 @@ from envsdk.internals.rllib import (
     module_is_stateful as module_is_stateful,
 )
 from envsdk.internals.rllib import (
+    module_lr_schedules as module_lr_schedules,
+)
+from envsdk.internals.rllib import (
     module_to_env_connector as module_to_env_connector,
 )
 from envsdk.internals.rllib import (
@@ -147,6 +150,9 @@ from envsdk.internals.rllib import (
 )
 from envsdk.internals.rllib import (
     sample_episodes_with_metrics as sample_episodes_with_metrics,
+)
+from envsdk.internals.rllib import (
+    set_optimizer_lr as set_optimizer_lr,
 )
 from envsdk.internals.rllib import (
     sub_env_observations as sub_env_observations,

@@ -87,6 +87,25 @@ def local_learner(learner_group: Any) -> Any:
     return learner_group._learner
 
 
+def module_lr_schedules(learner: Any, module_id: str) -> list[tuple[str, Any, Any]]:
+    """(the metric RLlib logs its lr under, optimizer, its lr Scheduler) of one module's optimizers
+    that follow an lr schedule: RLlib's Learner keeps them privately, steps every module's on one
+    timestep and logs each lr under ``(module_id, "<optimizer>_learning_rate")``
+    (``Learner.after_gradient_based_update``)."""
+    out = []
+    for name in learner._module_optimizers.get(module_id, ()):
+        optimizer = learner._named_optimizers[name]
+        schedule = learner._optimizer_lr_schedules.get(optimizer)
+        if schedule is not None:
+            out.append((f"{name[len(module_id) + 1 :]}_learning_rate", optimizer, schedule))
+    return out
+
+
+def set_optimizer_lr(learner: Any, optimizer: Any, lr: float) -> None:
+    """An optimizer's learning rate, as RLlib's Learner sets it from its schedule (a private method)."""
+    learner._set_optimizer_lr(optimizer, lr=lr)
+
+
 def learner_batch(learner: Any, batch: Any) -> Any:
     """A MultiAgentBatch in a Learner's tensors, as its update converts it (a private method)."""
     return learner._convert_batch_type(batch)

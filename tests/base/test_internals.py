@@ -947,3 +947,38 @@ def test_episode_clocks_are_fields_of_an_episodes_state():
 
     state = SingleAgentEpisode().get_state()
     assert set(internals.EPISODE_CLOCKS) <= set(state)
+
+
+@pytest.mark.slow  # builds an Algorithm
+def test_a_learners_lr_schedules_are_found_per_module_and_set_as_rllib_sets_them(tmp_path):
+    """internals.module_lr_schedules / set_optimizer_lr: RLlib's Learner keeps each optimizer's lr
+    Scheduler privately (_module_optimizers, _named_optimizers, _optimizer_lr_schedules) and logs
+    its lr under (module, '<optimizer>_learning_rate'); the PPO learner steps each policy's by its own
+    agent steps through them."""
+    from ray.rllib.core import DEFAULT_MODULE_ID
+
+    from tests.helpers import built_algorithm
+
+    with internals.without_object_store():
+        algo = built_algorithm(
+            tmp_path,
+            "PPO",
+            "box",
+            "discrete",
+            False,
+            lr=[[0, 0.01], [100, 0.001]],
+            train_batch_size=32,
+            minibatch_size=16,
+            num_epochs=1,
+        )
+        try:
+            learner = internals.local_learner(algo.learner_group)
+            ((metric, optimizer, schedule),) = internals.module_lr_schedules(learner, DEFAULT_MODULE_ID)
+            assert metric == "default_optimizer_learning_rate"
+            internals.set_optimizer_lr(learner, optimizer, schedule.update(timestep=50))
+            assert [g["lr"] for g in optimizer.param_groups] == [pytest.approx(0.0055)]
+            assert internals.module_lr_schedules(learner, "no_such_module") == []
+            result = algo.train()
+            assert metric in result["learners"][DEFAULT_MODULE_ID]  # where RLlib logs it
+        finally:
+            algo.stop()

@@ -293,11 +293,6 @@ def _schedule(value: float, kind: str, max_steps: int, floor: float) -> Any:
     return value if kind == "constant" else [[0, value], [max_steps, floor]]
 
 
-def _schedules(settings: LineDict) -> set[str]:
-    h = settings["hyperparameters"]
-    return {h["learning_rate_schedule"], h["beta_schedule"], h["epsilon_schedule"]}
-
-
 def _ppo_per_policy(settings: LineDict) -> dict[str, Any]:
     """A behavior's learning rate, entropy and clip, with its schedules to its own max_steps."""
     h, steps = settings["hyperparameters"], settings["max_steps"]
@@ -331,13 +326,6 @@ def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
             overrides[default_policy_id(str(name))] = own
     if overrides:
         t.put("algorithm_config_overrides_per_module", overrides, "hyperparameters (a behavior's own)")
-    scheduled = [n for n, b in behaviors.items() if "linear" in _schedules(b)]
-    if len(behaviors) > 1 and scheduled:
-        t.note(
-            "linear schedules of several behaviors",
-            "RLlib's learners share one clock, the agent steps of all trained policies: each behavior's"
-            " schedule to its own max_steps runs on their sum (mlagents-learn: on its own steps)",
-        )
     t.put("lambda_", h["lambd"], "hyperparameters.lambd", (h, "lambd"))
     t.put("time_horizon", settings["time_horizon"], "time_horizon", (settings, "time_horizon"))
 

@@ -13,9 +13,10 @@ algorithm's ``learner_group.update`` so that this entry holds the agent steps
 sampled so far by the trained policies (the env runners'
 ``num_module_steps_sampled_lifetime``, self-play's frozen opponents left out; else
 ``num_agent_steps_sampled_lifetime`` summed over agent ids: for envs without stable agent ids, one
-pooled count, :mod:`envsdk.training.hooks.agent_metrics`).  Every trained policy shares this clock:
-with one trained policy (most Unity configs, symmetric self-play) it is that policy's own steps, as
-mlagents-learn's schedules count them; several policies' schedules run on their sum.  It is the substitution
+pooled count, :mod:`envsdk.training.hooks.agent_metrics`).  Each trained policy's own count rides
+beside it (:data:`MODULE_CLOCK`): envsdk's PPO learner steps a policy's lr, entropy and clip
+schedules by it, as mlagents-learn's trainers each count their own behavior's steps (RLlib's own
+learners step every policy's by the one timestep).  It is the substitution
 ``agent-step-clock`` (``envsdk/substitutions.py``): a fix of behaviour, not a
 speed-up, and ``ENVSDK_STOCK`` turns it off with the others (RLlib's env-step
 clock then).
@@ -40,15 +41,28 @@ def agent_steps_sampled(metrics: Any) -> int:
     """The agent steps of the trained policies sampled so far: a self-play opponent's agents do not
     count, as mlagents-learn's ghost trainer counts the learning team's steps only.  Without per-policy
     counts, every agent's (RLlib keeps them per agent id)."""
-    modules = metrics.peek((ENV_RUNNER_RESULTS, NUM_MODULE_STEPS_SAMPLED_LIFETIME), default={})
-    if isinstance(modules, dict) and modules:
-        return int(sum(v for m, v in modules.items() if not is_self_play_module(str(m))))
+    modules = module_steps_sampled(metrics)
+    if modules:
+        return sum(modules.values())
     counts = metrics.peek((ENV_RUNNER_RESULTS, NUM_AGENT_STEPS_SAMPLED_LIFETIME), default={})
     return int(sum(counts.values()) if isinstance(counts, dict) else counts)
 
 
+MODULE_CLOCK = "envsdk_module_steps"  # timesteps' entry: each trained policy's own agent steps
+
+
+def module_steps_sampled(metrics: Any) -> dict[str, int]:
+    """Each trained policy's agent steps sampled so far (self-play's opponents left out)."""
+    modules = metrics.peek((ENV_RUNNER_RESULTS, NUM_MODULE_STEPS_SAMPLED_LIFETIME), default={})
+    if not isinstance(modules, dict):
+        return {}
+    return {str(m): int(v) for m, v in modules.items() if not is_self_play_module(str(m))}
+
+
 class AgentStepClock:
-    """``LearnerGroup.update`` with ``timesteps[num_env_steps_sampled_lifetime]`` in agent steps."""
+    """``LearnerGroup.update`` with ``timesteps[num_env_steps_sampled_lifetime]`` in agent steps, and
+    each trained policy's own (:data:`MODULE_CLOCK`), which envsdk's PPO learner steps each policy's
+    schedules by, as mlagents-learn's trainers each count their own behavior's steps."""
 
     def __init__(self, update: Callable[..., Any], metrics: Any):
         self.update = update
@@ -56,7 +70,11 @@ class AgentStepClock:
 
     def __call__(self, *args: Any, timesteps: dict[str, Any] | None = None, **kwargs: Any) -> Any:
         if timesteps is not None:
-            timesteps = {**timesteps, NUM_ENV_STEPS_SAMPLED_LIFETIME: agent_steps_sampled(self.metrics)}
+            timesteps = {
+                **timesteps,
+                NUM_ENV_STEPS_SAMPLED_LIFETIME: agent_steps_sampled(self.metrics),
+                MODULE_CLOCK: module_steps_sampled(self.metrics),
+            }
         return self.update(*args, timesteps=timesteps, **kwargs)
 
 

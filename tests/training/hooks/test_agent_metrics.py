@@ -102,8 +102,9 @@ ENTROPY = [[0, 0.02], [600, 0.0]]
 @pytest.mark.parametrize("stock", ["", "agent-step-clock"], ids=["agent-step-clock", "stock"])
 def test_schedules_count_agent_steps_and_returns_are_per_agent(train, tmp_path, monkeypatch, stock):  # type: ignore[no-untyped-def]
     """Two runners race, each its own policy: every episode holds two agent-episodes, one per module.
-    Under count_steps_by: agent_steps the learners' lr and entropy coefficient are the schedules at
-    the agent steps sampled (RLlib's own clock, with the substitution off: env steps)."""
+    Under count_steps_by: agent_steps each policy's lr and entropy coefficient are the schedules at
+    its own agent steps, as mlagents-learn's trainers count them (RLlib's own clock, with the
+    substitution off: env steps, one for all)."""
     monkeypatch.setenv("ENVSDK_STOCK", stock)
     (tmp_path / "multi_agent_env.py").write_text((ROOT / "configs" / "multi_agent_env.py").read_text())
     exp = {
@@ -134,8 +135,10 @@ def test_schedules_count_agent_steps_and_returns_are_per_agent(train, tmp_path, 
         env_steps = float(row["env_runners/num_env_steps_sampled_lifetime"])
         assert _per_agent_sum(row, "env_runners/num_agent_steps_sampled") >= 100
         assert float(row["env_runners/num_env_steps_sampled"]) < 100
-        clock = env_steps if stock else agent_steps
         for module in ("policy_0", "policy_1"):
+            own = float(row[f"env_runners/num_module_steps_sampled_lifetime/{module}"])
+            clock = env_steps if stock else own
+            assert own < agent_steps
             lr = float(row[f"learners/{module}/default_optimizer_learning_rate"])
             assert lr == pytest.approx(_at(LR, clock), rel=1e-5)
             entropy = float(row[f"learners/{module}/curr_entropy_coeff"])

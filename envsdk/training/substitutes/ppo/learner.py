@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 import tree
+from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_CURR_ENTROPY_COEFF_KEY
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
 from ray.rllib.connectors.connector_v2 import ConnectorV2
 from ray.rllib.core.columns import Columns
@@ -52,6 +53,7 @@ from ray.rllib.utils.schedules.scheduler import Scheduler
 from ray.rllib.utils.typing import ModuleID
 
 from envsdk import internals
+from envsdk.training.hooks import agent_step_clock
 
 ADVANTAGE_NORMALIZATION = "advantage_normalization"  # the learner_config_dict key
 ADVANTAGE_NORMALIZATIONS = ("batch", "minibatch")  # RLlib's first
@@ -133,7 +135,24 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         return self.clip_schedulers[module_id]
 
     def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        """RLlib's, then each policy's lr, entropy and clip schedules stepped by its own agent steps
+        where the agent-step clock gives them (:data:`agent_step_clock.MODULE_CLOCK`): RLlib steps
+        every policy's by one timestep, mlagents-learn each behavior's by its own."""
         super().after_gradient_based_update(timesteps=timesteps)
-        for module_id, scheduler in self.clip_schedulers.items():
-            clip = scheduler.update(timestep=timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))
-            self.metrics.log_value((module_id, CURRENT_CLIP), clip, window=1)
+        own = timesteps.get(agent_step_clock.MODULE_CLOCK) or {}
+        metrics: Any = self.metrics  # RLlib annotates delete(*key) as tuples; it takes the key's parts
+        for module_id in sorted(set(own) | set(self.clip_schedulers)):
+            if module_id not in self.module:
+                continue
+            step = own.get(module_id, timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))
+            if module_id in own:
+                for metric, optimizer, schedule in internals.module_lr_schedules(self, module_id):
+                    lr = schedule.update(timestep=step)
+                    internals.set_optimizer_lr(self, optimizer, lr)
+                    metrics.delete(module_id, metric, key_error=False)  # RLlib's, of the shared step
+                    metrics.log_value((module_id, metric), lr, reduce="mean")
+                entropy = self.entropy_coeff_schedulers_per_module[module_id].update(timestep=step)
+                self.metrics.log_value((module_id, LEARNER_RESULTS_CURR_ENTROPY_COEFF_KEY), entropy, window=1)
+            scheduler = self.clip_schedulers.get(module_id)
+            if scheduler is not None:
+                self.metrics.log_value((module_id, CURRENT_CLIP), scheduler.update(timestep=step), window=1)
