@@ -152,7 +152,9 @@ def test_config_trains(request, name):
         # Unity agents get a new id every episode: no per-agent-id columns (they grew without bound).
         columns = progress_rows(trials[0])[-1].keys()
         per_agent = [
-            c for c in columns if re.search(r"/(agent_episode_returns_mean|num_agent_steps_sampled)", c)
+            c
+            for c in columns
+            if re.search(r"/(agent_episode_returns_mean|num_agent_steps_sampled(_lifetime)?)/", c)
         ]
         assert not per_agent, per_agent[:5]
         # (a game of one agent as a gymnasium env, unity-single, has RLlib's single-agent names)

@@ -28,6 +28,7 @@ item back in the next result, where :func:`advance` takes it out.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,13 +90,15 @@ class LessonState:
     buffers: dict[str, list[float]] = field(default_factory=dict)  # policy -> its reward buffer
 
     def as_item(self) -> dict[str, Any]:
-        return {"lessons": self.lessons, "smoothing": self.smoothing, "buffers": self.buffers}
+        # The buffers as JSON text: RLlib's MetricsLogger reduces a list it is given to one value.
+        return {"lessons": self.lessons, "smoothing": self.smoothing, "buffers": json.dumps(self.buffers)}
 
     @classmethod
     def from_item(cls, item: Any) -> LessonState:
         if not isinstance(item, dict):
             return cls()
-        buffers = {str(k): [float(v) for v in vs] for k, vs in dict(item.get("buffers") or {}).items()}
+        saved = json.loads(item.get("buffers") or "{}") if isinstance(item.get("buffers"), str) else {}
+        buffers = {str(k): [float(v) for v in vs] for k, vs in dict(saved).items()}
         return cls(dict(item["lessons"]), dict(item["smoothing"]), buffers)
 
 

@@ -439,7 +439,8 @@ def test_ml_agents_strikers_vs_goalie_config_trains(train, tmp_path, standin_bui
     (tmp_path / "svg.yaml").write_text(text.replace("swap_steps: 4000", "swap_steps: 1000"))
     out = train(
         str(tmp_path / "svg.yaml"), "--env", str(standin_builds / "StrikersVsGoalie"), "--no-graphics",
-        "--stop-iters", "2", "--config.min_sample_timesteps_per_iteration=0", timeout=500,
+        "--stop-iters", "2", "--config.min_sample_timesteps_per_iteration=0",
+        "--config.train_batch_size=2048", "--config.minibatch_size=512", timeout=500,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
     (trial,) = trial_dirs(train.results)
