@@ -142,7 +142,11 @@ def _known_policies_only(
 
 
 def install(
-    config: AlgorithmConfig, parameters: EnvironmentParameters | None, target: Any, where: str
+    config: AlgorithmConfig,
+    parameters: EnvironmentParameters | None,
+    target: Any,
+    where: str,
+    window: Any = None,
 ) -> None:
     """The hooks that advance the lessons and report progress, on ``config``."""
     if parameters is None:
@@ -170,6 +174,6 @@ def install(
                     f" policy '{policy}' has no policy_max_steps",
                     f"add policy_max_steps: {{{policy}: 500000}} (mlagents-learn's max_steps)",
                 )
-    setup = LessonSetup(parameters, policies, config.is_multi_agent, is_unity(target))
+    setup = LessonSetup(parameters, policies, config.is_multi_agent, is_unity(target), window)
     add_callback(config, "on_train_result", functools.partial(advance, setup=setup))
     add_callback(config, "on_checkpoint_loaded", functools.partial(restored, setup=setup))

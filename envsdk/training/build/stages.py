@@ -332,9 +332,9 @@ def stage_hooks(
     env_hooks = plan.hooks
     for event, hook in env_hooks.env_callbacks.items():
         add_callback(config, event, hook)  # e.g. the Unity env's game stats as metrics
-    lessons.install(config, own.lessons, plan.target, values.where(lessons.KEY))
-    if networks.model.old_stack:
-        return  # the old stack smooths its episode metrics itself, and takes no callback functions
+    if networks.model.old_stack:  # the old stack smooths its episode metrics itself, and takes no
+        lessons.install(config, own.lessons, plan.target, values.where(lessons.KEY))  # callback functions
+        return
     patches_off = own.stock.patches_off()
     if speedups.wanted(own.stock):  # a patch to install in each env runner's process
         hook = (
@@ -348,6 +348,7 @@ def stage_hooks(
         config.metrics_num_episodes_for_smoothing, env_hooks.stable_agent_ids
     )
     add_callback(config, "on_train_result", window, first=True)
+    lessons.install(config, own.lessons, plan.target, values.where(lessons.KEY), window)  # after the window
     if config.count_steps_by == "agent_steps" and own.stock.on(substitutions.AGENT_STEP_CLOCK):
         add_callback(config, "on_algorithm_init", agent_step_clock.count_agent_steps)
     if not env_hooks.stable_agent_ids:

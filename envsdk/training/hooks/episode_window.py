@@ -123,6 +123,7 @@ class EpisodeWindow:
         self.size = max(1, int(size))
         self.stable_agent_ids = stable_agent_ids
         self.window: deque[dict[str, Any]] = deque(maxlen=self.size)
+        self.latest: list[dict[str, Any]] = []  # the records of the episodes the last iteration ended
 
     def __call__(self, *, result: dict[str, Any], **_: Any) -> None:
         runners = result.get(ENV_RUNNER_RESULTS)
@@ -131,6 +132,7 @@ class EpisodeWindow:
         finished = runners.pop(FINISHED, None) or []
         # Ray compiles a series of one item to the item itself, and merges runners' series one after another.
         records = sorted([finished] if isinstance(finished, dict) else finished, key=lambda r: r["ended"])
+        self.latest = records  # read by later hooks of the same result (the lessons' reward buffers)
         if len(records) > self.size:  # more episodes this iteration than the window: use them all
             self.window = deque(records, maxlen=len(records))
         else:

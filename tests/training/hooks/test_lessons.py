@@ -1,7 +1,6 @@
 """Lessons advance as mlagents-learn advances them; values reach the env; a restored run goes on
 in its lesson."""
 
-import collections
 import itertools
 import json
 import shutil
@@ -20,31 +19,15 @@ MLAGENTS = json.loads((ROOT / "tests/data/lessons/mlagents_lessons.json").read_t
 @pytest.mark.parametrize("name", sorted(MLAGENTS))
 def test_lessons_follow_mlagents(name):
     """tests/data/lessons/mlagents_lessons.py's cases: the same lesson, iteration by iteration, as
-    mlagents 1.1.0's EnvironmentParameterManager, given the mean return of the episodes since
-    the last change (the reward buffer mlagents keeps)."""
+    mlagents 1.1.0's EnvironmentParameterManager, given each iteration's ended episodes' returns:
+    the hook keeps the reward buffer mlagents keeps (the last min_lesson_length since a change)."""
     case = MLAGENTS[name]
     parameters = parse(case["parameters"], "case", {"default_policy": case["max_steps"]})
     setup = LessonSetup(parameters, {"B": "default_policy"}, multi_agent=False, takes_samplers=False)
-    cap = max(
-        [1]
-        + [
-            lesson.criteria.min_lesson_length
-            for p in parameters.parameters
-            for lesson in p.lessons
-            if lesson.criteria
-        ]
-    )
-    state, episodes, buffer = LessonState(), 0, collections.deque(maxlen=cap)
+    state = LessonState()
     for (steps, returns), expected in zip(case["iterations"], case["expected"], strict=True):
-        episodes += len(returns)
-        buffer.extend(returns)
-        mean = sum(buffer) / len(buffer) if buffer else None
-        result = {"env_runners": {"episode_return_mean": mean}}
-        updated, reset = update_lessons(
-            setup, state, {"default_policy": steps / case["max_steps"]}, episodes, result
-        )
-        if updated:
-            buffer.clear()
+        progress = {"default_policy": steps / case["max_steps"]}
+        _, reset = update_lessons(setup, state, progress, {"default_policy": list(returns)})
         assert {p.name: state.lessons.get(p.name, 0) for p in parameters.parameters} == expected["lessons"]
         assert reset == expected["reset"]
 
@@ -137,3 +120,27 @@ def test_stop_on_policy_progress(train, experiment, tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     (trial,) = trial_dirs(train.results)
     assert len(progress_rows(trial)) == 3  # 300 of 300 steps
+
+
+def test_each_behaviors_reward_buffer_holds_its_own_agent_episodes_since_the_last_change():
+    """Multi-agent: a behavior's buffer takes its policy's agent-episodes (not the scene's episodes),
+    keeps the last min_lesson_length of them, and every buffer empties when any lesson changes."""
+    raw = {
+        "gap": {
+            "curriculum": [
+                {"name": "A", "value": 1.0, "completion_criteria": {
+                    "measure": "reward", "behavior": "Big", "min_lesson_length": 3, "threshold": 0.5,
+                    "signal_smoothing": False}},
+                {"name": "B", "value": 2.0},
+            ]
+        }
+    }  # fmt: skip
+    parameters = parse(raw, "case", {})
+    setup = LessonSetup(parameters, {"Big": "big", "Small": "small"}, multi_agent=True, takes_samplers=False)
+    assert setup.buffer_size("big") == 3 and setup.buffer_size("small") == 1
+    state = LessonState()
+    updated, _ = update_lessons(setup, state, {}, {"big": [0.9, 0.9], "small": [5.0, 5.0]})
+    assert not updated and state.buffers == {"big": [0.9, 0.9], "small": [5.0]}  # 2 < min_lesson_length
+    updated, _ = update_lessons(setup, state, {}, {"big": [0.0, 0.6, 0.6, 0.6]})
+    assert updated and state.lessons == {"gap": 1} and state.buffers == {}  # the last 3: 0.6 > 0.5
+    assert LessonState.from_item(state.as_item()).lessons == {"gap": 1}  # checkpointed as one item
