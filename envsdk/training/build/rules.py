@@ -242,7 +242,8 @@ def take_clip_schedule(values: LineDict, run: str, default_config: AlgorithmConf
         raise UserError(
             f"{where}: a clip_param schedule is read by envsdk's PPO learner, which stock: (or"
             f" {substitutions.STOCK}) turns off; RLlib's own learner keeps clip_param constant",
-            f"give clip_param one number, or keep the {PPO_LEARNER} substitution on",
+            f"give clip_param one number (an mlagents-learn config: epsilon_schedule: constant), or keep"
+            f" the {PPO_LEARNER} substitution on",
         )
     values["clip_param"] = float(schedule[0][1])
     values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), CLIP_SCHEDULE: schedule}

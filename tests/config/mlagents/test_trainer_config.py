@@ -235,10 +235,11 @@ def test_pre_1_0_curriculum_and_samplers_become_environment_parameters(tmp_path)
 
 
 def _trainer_file(tmp_path: Path) -> Path:
+    """A small trainer config; constant schedules (no clip schedule: it runs on stock RLlib too)."""
     path = tmp_path / "trainer.yaml"
     path.write_text(
-        "behaviors: {Chase: {trainer_type: ppo, hyperparameters: {batch_size: 50, buffer_size: 200},"
-        " max_steps: 800, summary_freq: 200, time_horizon: 50}}\n"
+        "behaviors: {Chase: {trainer_type: ppo, max_steps: 800, summary_freq: 200, time_horizon: 50,"
+        " hyperparameters: {batch_size: 50, buffer_size: 200, learning_rate_schedule: constant}}}\n"
         "env_settings: {num_areas: 2}\nengine_settings: {time_scale: 5}\n"
     )
     return path
