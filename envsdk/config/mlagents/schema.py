@@ -198,6 +198,15 @@ def _expected(key: Key) -> str:
     )
 
 
+def _known(name: Any, names: Any, at: str, what: str, listed: str) -> None:
+    """A name mlagents-learn does not know: refused with its line and the nearest one."""
+    if name not in names:
+        raise UserError(
+            f"{at}: '{name}' is no {what}",
+            did_you_mean(str(name), names) or f"{listed}: {', '.join(names)}",
+        )
+
+
 def checked(values: Any, keys: dict[str, Key], section: str, where: str) -> LineDict:
     """``values`` (a YAML mapping of ``section``) with its defaults filled in, every key checked."""
     if values is None:
@@ -208,11 +217,7 @@ def checked(values: Any, keys: dict[str, Key], section: str, where: str) -> Line
     out.source, out.lines = getattr(values, "source", None), dict(getattr(values, "lines", {}))
     for name, value in values.items():
         at = where_of(values, name, where)
-        if name not in keys:
-            raise UserError(
-                f"{at}: '{name}' is no setting of mlagents-learn's {section}",
-                did_you_mean(str(name), keys) or f"its settings: {', '.join(keys)}",
-            )
+        _known(name, keys, at, f"setting of mlagents-learn's {section}", "its settings")
         if not _fits(value, keys[name]):
             raise UserError(f"{at}: {section}.{name} is {value!r}, but it takes {_expected(keys[name])}", "")
         out[name] = int(value) if keys[name].kind == "int" and _integral_float(value) else value
@@ -281,11 +286,7 @@ def _reward_signals(values: Any, where: str) -> LineDict:
     out.source, out.lines = getattr(values, "source", None), dict(getattr(values, "lines", {}))
     for name, settings in values.items():
         at = where_of(values, name, where)
-        if name not in REWARD_SIGNALS:
-            raise UserError(
-                f"{at}: '{name}' is no reward signal of mlagents-learn",
-                did_you_mean(str(name), REWARD_SIGNALS) or f"its signals: {', '.join(REWARD_SIGNALS)}",
-            )
+        _known(name, REWARD_SIGNALS, at, "reward signal of mlagents-learn", "its signals")
         out[name] = checked(
             settings, {**REWARD_SIGNAL, **REWARD_SIGNAL_EXTRA[name]}, f"reward_signals.{name}", at
         )
