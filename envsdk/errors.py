@@ -117,6 +117,16 @@ def run_cli(main: Callable[[list[str]], int | None], argv: list[str] | None = No
         return int(main(argv) or 0)
     except Exception as err:
         user = as_user_error(err)
+        fault = root_cause(err)
+        cause = getattr(fault, "cause", None)  # a Ray actor's error (rollout.py --num-workers) holds it
+        fault = cause if isinstance(cause, BaseException) and _reported_whole(cause) else fault
+        if user is None and _reported_whole(fault) and not debug:
+            # A fault that names itself and its fix (an env's, a policy's: rollout.py plays them),
+            # however deep in RLlib's re-raises: its line, not the traceback.
+            what, _, fix = str(fault).partition("; fix: ")
+            print(f"error: {what}" + (f"\n  fix: {fix}" if fix else ""), file=sys.stderr)
+            sys.unraisablehook = lambda _unraisable: None
+            return 1
         if user is None or debug:
             raise
         print(f"error: {user}", file=sys.stderr)

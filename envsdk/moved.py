@@ -17,9 +17,13 @@ import sys
 from types import ModuleType
 from typing import Any
 
-# old module path -> today's (0.4: training/ in rooms, the networks in a package of their own;
-# 0.2: training/algorithm_config.py split into training/build/)
+# old module path -> today's (0.3.x: config's own keys in config/own_keys/; 0.4: training/ in
+# rooms, the networks in a package of their own; 0.2: training/algorithm_config.py split into
+# training/build/)
 MOVED = {
+    "envsdk.config.env_checks": "envsdk.config.own_keys.env_checks",
+    "envsdk.config.environment_parameters": "envsdk.config.own_keys.environment_parameters",
+    "envsdk.config.self_play": "envsdk.config.own_keys.self_play",
     "envsdk.envs.atari": "envsdk.envs.adapters.atari",
     "envsdk.envs.compat": "envsdk.envs.adapters.old_gym",
     "envsdk.envs.pettingzoo_envs": "envsdk.envs.adapters.pettingzoo",

@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import copy
 import logging
+import re
 import sys
 import warnings
 from collections.abc import Iterator
+from typing import Any
 
 from envsdk.internals import RLLIB_API_LOGGERS
 
@@ -64,10 +66,37 @@ def one_line_rllib_errors() -> None:
             handler.setFormatter(_FirstLine(handler.formatter or logging.Formatter()))
 
 
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain_warning(message: Any) -> str:
+    """A warning's text as our notices read: gymnasium's without its colour codes and ``WARN:``."""
+    return ANSI.sub("", str(message)).strip().removeprefix("WARN: ")
+
+
+def gymnasium_warnings_as_notices() -> None:
+    """gymnasium's warnings (its env checker's, as RLlib's env runners build envs; gymnasium's
+    logger writes them as a coloured ``WARN: ...``) as our notices: each once, without the colour
+    codes or the source line that warned."""
+    shown = warnings.showwarning
+    if getattr(shown, "ours", False):
+        return
+
+    def show(message: Any, category: Any, filename: str, lineno: int, *args: Any, **kwargs: Any) -> None:
+        if ANSI.sub("", str(message)).startswith("WARN: "):  # gymnasium.logger.warn's form
+            notice(f"gymnasium: {plain_warning(message)}")
+            return
+        shown(message, category, filename, lineno, *args, **kwargs)
+
+    show.ours = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
+
+
 def quiet_rllib() -> None:
     """Keep RLlib's warnings about its own API (stack banners, deprecations) out of our output,
-    and its errors to one line (:func:`one_line_rllib_errors`)."""
+    gymnasium's warnings to our notices, and RLlib's errors to one line (:func:`one_line_rllib_errors`)."""
     one_line_rllib_errors()
+    gymnasium_warnings_as_notices()
     for name in RLLIB_API_LOGGERS:
         logging.getLogger(name).setLevel(logging.ERROR)
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # offline runs: a dataset report per read

@@ -138,6 +138,8 @@ def health_note(result: dict[str, Any]) -> str | None:
     health = result.get(HEALTH)
     if not health:
         return None
+    if health.get("starting"):  # an iteration that ended before the runners' first samples (uncounted)
+        return "env runners starting: waiting for their first samples"
     empty = health.get("empty_iterations", 0)
     nothing = f"SAMPLED NOTHING ({empty} iteration(s) in a row)" if empty else ""
     envs = health.get("env_restarts", 0)

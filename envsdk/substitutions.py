@@ -100,10 +100,12 @@ TABLE: dict[str, Substitution] = {
         Substitution(
             PPO_LEARNER,
             "class",
-            "PPOTorchLearner's first epoch (minibatches in batch order)",
-            "envsdk/training/substitutes/ppo/learner.py",
+            "PPOTorchLearner's first epoch (minibatches in batch order); with reward_signals, its GAE"
+            " connector piece and value loss",
+            "envsdk/training/substitutes/ppo/learner.py, signals.py",
             "every epoch's minibatches at random: fewer env steps to solve (benchmarks/steps_to_solve.py)",
-            "advantage_normalization: minibatch; a clip_param schedule (RLlib's learner: a fixed clip)",
+            "advantage_normalization: minibatch; a clip_param schedule (RLlib's learner: a fixed clip);"
+            " reward_signals (a value head and a discount per signal, the signals' models learnt)",
         ),
         Substitution(
             DQN_LEARNER,

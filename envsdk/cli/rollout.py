@@ -18,6 +18,7 @@ from typing import Any
 
 import envsdk
 from envsdk import speedups
+from envsdk.cli import ray1_flags
 from envsdk.config.yamlio import parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli, said_under
 from envsdk.notices import notice, quiet_rllib
@@ -25,6 +26,7 @@ from envsdk.substitutions import Stock
 from unity_bridge.targets import DEFAULT_TARGET, TARGETS
 
 DEFAULT_OUT = "rollout.npz"
+DEMO = ".demo"
 
 
 EXAMPLES = """examples:
@@ -47,9 +49,23 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("checkpoint", help="checkpoint, trial or experiment folder")
+    p.add_argument(
+        "checkpoint", nargs="?", help="checkpoint, trial or experiment folder (none with --policy)"
+    )
+    p.add_argument(
+        "--trial",
+        metavar="NAME",
+        help="in an experiment folder of several trials, play this one (its folder's name, or a part"
+        " of it only that trial has) instead of the best by the run's score",
+    )
     p.add_argument("--run", help="algorithm; optional, must match the checkpoint's")
     p.add_argument("--env", help="evaluate on this env instead of the training env")
+    p.add_argument(
+        "--policy",
+        metavar="MODULE:FUNCTION",
+        help="play a scripted policy instead of a checkpoint's: a function of the observation that"
+        " returns an action (module:function or path/to/file.py:function), on --env ENV",
+    )
     p.add_argument(
         "--eval-env",
         action="store_true",
@@ -79,7 +95,10 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
         default=False,
         help="show the env's own window (render_mode human); --no-render as rllib evaluate took it",
     )
-    p.add_argument("--out", help=f"experience file (.npz; default CHECKPOINT/{DEFAULT_OUT})")
+    p.add_argument(
+        "--out",
+        help=f"experience file: .npz, or .demo (ML-Agents' demonstration); default CHECKPOINT/{DEFAULT_OUT}",
+    )
     p.add_argument("--no-out", action="store_true", help="write no experience file")
     p.add_argument("--save-info", action="store_true", help="keep the env's info dicts in --out")
     p.add_argument("--video", "--video-dir", metavar="DIR", help="one MP4 per episode into DIR")
@@ -111,6 +130,7 @@ def parser(prog: str = "rollout.py") -> argparse.ArgumentParser:
     p.add_argument("--ray-address", help="evaluate on this Ray cluster (with --num-workers)")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"%(prog)s (envsdk {envsdk.__version__})")
+    ray1_flags.add_rollout_flags(p)
     return p
 
 
@@ -126,15 +146,44 @@ def _check_args(args: argparse.Namespace) -> None:
         raise UserError("--render and --video cannot be combined", "film (--video) or watch (--render)")
     if args.render and args.num_workers:
         raise UserError("--render shows a window from this process", "drop --num-workers")
-    if args.out and not args.out.endswith(".npz"):
+    _check_policy(args)
+    if args.out and not args.out.endswith((".npz", DEMO)):
         if Path(args.out).suffix not in ("", ".pkl"):
             raise UserError(
-                f"--out {args.out}: the experience file is a NumPy .npz archive",
+                f"--out {args.out}: the experience file is a NumPy .npz archive or an ML-Agents {DEMO} file",
                 f"name it e.g. {Path(args.out).with_suffix('.npz').name}",
             )
         npz = str(Path(args.out).with_suffix(".npz"))
         notice(f"--out {args.out}: writing {npz} (the experience file is a NumPy .npz archive)")
         args.out = npz
+
+
+# Flags that need a checkpoint, refused with --policy (a scripted player has no network, no run).
+CHECKPOINT_FLAGS = ("run", "trial", "eval_env", "export_onnx", "export_unity", "opponent", "team", "monitor")
+
+
+def _check_policy(args: argparse.Namespace) -> None:
+    """A checkpoint, or --policy with --env: one of the two players."""
+    if args.policy is None:
+        if args.checkpoint is None:
+            raise UserError(
+                "no CHECKPOINT given",
+                "name a checkpoint, or play a scripted one: --policy module:function --env ENV",
+            )
+        return
+    if args.checkpoint is not None:
+        raise UserError(
+            f"--policy {args.policy} plays instead of a checkpoint, and {args.checkpoint} is given too",
+            "drop one: the checkpoint, or --policy",
+        )
+    if not args.env:
+        raise UserError(f"--policy {args.policy} needs the env it plays", "add --env ENV (and --env-config)")
+    for name in CHECKPOINT_FLAGS:
+        if getattr(args, name):
+            flag = "--" + name.replace("_", "-")
+            raise UserError(f"{flag} needs a checkpoint; --policy plays a function", f"drop {flag}")
+    if args.num_workers or args.num_gpus:
+        raise UserError("--policy plays in this process", "drop --num-workers and --num-gpus")
 
 
 def _env_config(text: str | None) -> dict[str, Any] | None:
@@ -279,22 +328,28 @@ def main(argv: list[str], prog: str = "rollout.py") -> int:
     """Restore, export if asked, play the episodes, and write what they left: a step per job."""
     args = parser(prog).parse_args(argv)
     _check_args(args)
-    checkpoint, restored, opponent = _restore(args)
+    scripted = _scripted_function(args.policy) if args.policy else None
+    checkpoint, restored, opponent = _scripted(args, scripted) if scripted else _restore(args)
+    plan = _demo_plan(args, restored)
     _export(args, restored)
     if (args.export_onnx or args.export_unity) and args.episodes is None and args.steps is None:
         return 0
     video_dir = (
-        Path(args.video).resolve() if args.video else (checkpoint / "monitor" if args.monitor else None)
+        Path(args.video).resolve()
+        if args.video
+        else (checkpoint / "monitor" if args.monitor and checkpoint else None)
     )
     staging = video_dir / ".staging" if video_dir else None
-    records = _play(args, restored, opponent, staging)
+    records = _play(args, restored, opponent, staging, scripted)
     if video_dir:
         _place_videos(records, video_dir)
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
         print(f"videos: {video_dir} ({sum(r.video is not None for r in records)} MP4 files)")
-    if not args.no_out:
-        _write_experience(args, checkpoint, restored, records)
+    if plan is not None:
+        _write_demo(args, plan, records)
+    elif not args.no_out and (checkpoint is not None or args.out):
+        _write_experience(args, checkpoint or restored.checkpoint, restored, records)
     return 0
 
 
@@ -317,7 +372,8 @@ def _restore(args: argparse.Namespace) -> tuple[Path, Any, Any]:
         from envsdk.training.run.checkpoints import locate, recorded_stock
     quiet_rllib()
 
-    found = locate(args.checkpoint)
+    with said_under("--trial" if args.trial else {}):
+        found = locate(args.checkpoint, args.trial)
     print(f"checkpoint: {found.checkpoint} ({found.why})")
     speedups.install_for_command(_stock(found.checkpoint, recorded_stock))  # the run's stock: too
     env_config = _env_config(args.env_config)
@@ -363,7 +419,9 @@ def _export(args: argparse.Namespace, restored: Any) -> None:
         print(f"unity brains: {folder / 'brains.json'}")
 
 
-def _play(args: argparse.Namespace, restored: Any, opponent: Any, staging: Path | None) -> list:
+def _play(
+    args: argparse.Namespace, restored: Any, opponent: Any, staging: Path | None, scripted: Any = None
+) -> list:
     """The episodes (or steps) asked for, on RLlib's env runners; their summary printed."""
     flag = "--video" if args.video else "--monitor"
     frames = _probe_frames(restored, flag) if staging is not None else None
@@ -390,6 +448,7 @@ def _play(args: argparse.Namespace, restored: Any, opponent: Any, staging: Path 
         num_gpus_per_worker=args.num_gpus / workers if workers else 0.0,
         opponent=opponent,
         max_episode_steps=args.max_episode_steps,
+        scripted=scripted,
     )
     episodes = None if args.steps else (args.episodes or 1)
     records = evaluate(spec, workers, episodes, args.steps, args.num_gpus)
@@ -399,6 +458,62 @@ def _play(args: argparse.Namespace, restored: Any, opponent: Any, staging: Path 
     for line in games_summary(records, str(opponent)):
         print(line)
     return records
+
+
+def _scripted_function(ref: str) -> Any:
+    """--policy's function, imported (RLlib's import first, as a checkpoint's rollout has it)."""
+    with speedups.untracked_imports(Stock.resolve()):
+        from envsdk.evaluation.demonstrations.scripted import load_function
+    quiet_rllib()
+    speedups.install_for_command(Stock.resolve())
+    with said_under("--policy"):
+        return load_function(ref)
+
+
+def _scripted(args: argparse.Namespace, function: Any) -> tuple[None, Any, None]:
+    """--policy: the env it plays, its first action checked there before playing."""
+    from envsdk.evaluation.demonstrations.scripted import played
+
+    with said_under("--policy"):
+        restored = played(args.env, _env_config(args.env_config), args.policy, function, args.seed)
+    print(f"policy: {args.policy} (scripted) on {restored.env.name}")
+    return None, restored, None
+
+
+def _demo_plan(args: argparse.Namespace, restored: Any) -> Any:
+    """--out FILE.demo: where the env's observations and actions go in the file, decided (or
+    refused) on one env built before any episode is played; None for other --out files."""
+    if args.no_out or not args.out or not args.out.endswith(DEMO):
+        return None
+    from envsdk.evaluation.demonstrations.recording import layout
+    from envsdk.evaluation.evaluator import AGENT, EnvCreator, EvalSpec
+
+    env = EnvCreator(EvalSpec(restored=restored), 0).make_plain(dict(restored.env_config), None)
+    try:
+        if restored.multi_agent:
+            env.reset(seed=args.seed)  # a game names its agents once it runs
+            agents = list(getattr(env, "agents", None) or env.possible_agents)
+            spaces = {str(a): (env.get_observation_space(a), env.get_action_space(a)) for a in agents}
+        else:
+            spaces = {AGENT: (env.observation_space, env.action_space)}
+    finally:
+        env.close()
+    with said_under("--out"):
+        trained = (getattr(restored.config, "policies", None) or {}) if restored.new_stack else {}
+        policies = sorted(p for p in trained if "@" not in p)  # self-play's opponents and ledger aside
+        return layout(spaces, restored.env.name, restored.env.name.split("@")[0] == "unity", policies)
+
+
+def _write_demo(args: argparse.Namespace, plan: Any, records: list) -> None:
+    from envsdk.evaluation.demonstrations.recording import write
+
+    out = Path(args.out).resolve()
+    with said_under("--out"):
+        demo = write(out, records, plan)
+    print(
+        f"demonstration: {out} (behavior {demo.behavior_name}: {demo.steps} steps, {demo.episodes} episodes;"
+        " ML-Agents' .demo format)"
+    )
 
 
 def _write_experience(args: argparse.Namespace, checkpoint: Path, restored: Any, records: list) -> None:

@@ -60,7 +60,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from envsdk.envs.checker import check_env  # noqa: E402
+from envsdk.envs.checkup.verdict import check_env  # noqa: E402
 from envsdk.envs.registry import resolve_env  # noqa: E402
 from envsdk.networks.choice import describe  # noqa: E402
 

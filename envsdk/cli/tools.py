@@ -31,7 +31,7 @@ def check(argv: list[str], prog: str = "envsdk check") -> int:
     p.add_argument("--env-config", default="{}", help="env_config as YAML/JSON, e.g. '{size: 2}'")
     p.add_argument("--steps", type=int, default=2000, help="random steps to take")
     args = p.parse_args(argv)
-    from envsdk.envs.checker import check_env
+    from envsdk.envs.checkup.verdict import check_env
     from envsdk.envs.registry import resolve_env
     from envsdk.networks.choice import describe
 
@@ -43,6 +43,12 @@ def check(argv: list[str], prog: str = "envsdk check") -> int:
         describe=describe,
     )
     print(report.render())
+    if report.error is not None and args.debug:
+        import traceback
+
+        traceback.print_exception(report.error)
+    elif report.error is not None:
+        print("(--debug shows the env's traceback)")
     return 0 if report.ok else 1
 
 

@@ -1,8 +1,9 @@
 """``python train.py -f config.yaml``: the ``rllib train`` command line, restored.
 
-Flags follow the Ray 1.x ``rllib train`` / seed ``train.py`` names.  Any
-``--config.KEY=VALUE`` (VALUE parsed as YAML, KEY may be dotted for nested
-settings) is applied on top of every experiment's ``config``.
+Flags follow the Ray 1.x ``rllib train`` / seed ``train.py`` names (the ones Ray 2 has no
+counterpart of: :mod:`envsdk.cli.ray1_flags`).  ``--config MAPPING`` (JSON or YAML) and any
+``--config.KEY=VALUE`` (VALUE parsed as YAML, KEY may be dotted for nested settings, winning over
+the mapping) are applied on top of every experiment's ``config``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import envsdk
 from envsdk import internals, speedups, substitutions
-from envsdk.cli import mlagents_flags
+from envsdk.cli import mlagents_flags, ray1_flags
 from envsdk.config import legacy
-from envsdk.config.yamlio import LineDict, parse_scalar
+from envsdk.config.yamlio import LineDict, merge, parse_scalar
 from envsdk.errors import UserError, exit_now, run_cli, said_under
 from envsdk.notices import notice
 
@@ -42,6 +43,7 @@ EXAMPLES = """examples:
   %(prog)s -f configs/custom-env.yaml --num-workers 4 --checkpoint-freq 10 --local-dir results
   %(prog)s -f seed.yaml --config.lr=0.001 --config.model.fcnet_hiddens='[64, 64]'
   %(prog)s --run PPO --env CartPole-v1 --stop-iters 10
+  %(prog)s --run PPO --env CartPole-v1 --config '{"num_workers": 2}' --stop '{"training_iteration": 10}'
   %(prog)s -f old-a2c.yaml --translate-algo --dry-run
   %(prog)s config/ppo/3DBall.yaml --env builds/3DBall --run-id first   (mlagents-learn's trainer config)
 
@@ -54,6 +56,7 @@ def parser(prog: str = "train.py") -> argparse.ArgumentParser:
         description="Train an RLlib agent from a YAML experiment file.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,  # Ray 1.x's --stop and --config are flags of their own, not --stop-iters'
     )
     p.add_argument(
         "-f",
@@ -106,6 +109,7 @@ def parser(prog: str = "train.py") -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
     p.add_argument("--debug", action="store_true", help="show tracebacks")
     p.add_argument("--version", action="version", version=f"%(prog)s (envsdk {envsdk.__version__})")
+    ray1_flags.add_train_flags(p)
     mlagents_flags.add_to(p)
     return p
 
@@ -127,14 +131,13 @@ def parse_overrides(extra: list[str]) -> dict[str, Any]:
 
 def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
     """The experiments to train, each with the command line's flags and ``--config`` overrides on it."""
-    from envsdk.config.yamlio import merge
-
-    experiments = _experiments(args)
+    experiments = _experiments(args, overrides)
     flag_config = _flag_config(args)
     for exp in experiments:
         _run_as(exp, args)
         if exp.mlagents_keys is None:  # an mlagents-learn config's --env is its game, read in translation
             exp.env = args.env or overrides.get("env") or exp.env  # the command line wins over the YAML
+        ray1_flags.apply_train_flags(exp, args, len(experiments))
         _stop_flags(exp, args)
         _checkpoint_flags(exp, args)
         if exp.mlagents_keys is not None:
@@ -143,8 +146,9 @@ def load(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
     return experiments
 
 
-def _experiments(args: argparse.Namespace) -> list:
-    """The experiments of the ``-f`` files, or the one that ``--run`` and ``--env`` make."""
+def _experiments(args: argparse.Namespace, overrides: dict[str, Any]) -> list:
+    """The experiments of the ``-f`` files, or the one that ``--run`` and ``--env`` (or the
+    ``--config`` mapping's ``env``) make."""
     from envsdk.config.experiment import Experiment, load_experiments
 
     files = [*(args.config_file or []), *([args.trainer_config_path] if args.trainer_config_path else [])]
@@ -155,14 +159,15 @@ def _experiments(args: argparse.Namespace) -> list:
             mlagents_flags.refuse_without_trainer_config(args)
         _unique_names(experiments)
         return experiments
-    if args.run and args.env:
-        return [Experiment(name=f"{args.run}_{args.env}", run=args.run, env=args.env, config=LineDict())]
+    env = args.env or overrides.get("env")
+    if args.run and env:
+        return [Experiment(name=f"{args.run}_{env}", run=args.run, env=env, config=LineDict())]
     raise UserError("nothing to train", "pass -f config.yaml (or both --run and --env)")
 
 
 def _flag_config(args: argparse.Namespace) -> dict[str, Any]:
     """The config keys that flags set (``--num-workers``: ``num_env_runners``, ...), for every experiment."""
-    flag_config: dict[str, Any] = {}
+    flag_config: dict[str, Any] = ray1_flags.train_config(args)
     if args.num_workers is not None:
         flag_config["num_env_runners"] = args.num_workers
     if args.num_gpus is not None:
@@ -302,11 +307,15 @@ def main(argv: list[str], prog: str = "train.py") -> int:
 
 
 def _parse(argv: list[str], prog: str) -> tuple[argparse.Namespace, dict[str, Any]]:
-    """The flags and the ``--config.KEY=VALUE`` overrides; a notice for each flag Ray 2 has no use for."""
+    """The flags and the config overrides (``--config MAPPING``, then ``--config.KEY=VALUE`` over it);
+    a notice for each flag Ray 2 has no use for, one line for each it refuses."""
     # --config.KEY=VALUE apart first: argparse would hand one whose VALUE has a space ('[a, b]') to -f
     own = [a for a in argv if not a.startswith("--config.")]
     args, extra = parser(prog).parse_known_args(own)
-    overrides = parse_overrides(extra + [a for a in argv if a.startswith("--config.")])
+    ray1_flags.check_train_flags(args)
+    files, mapping = ray1_flags.config_given(args)
+    args.config_file = [*(args.config_file or []), *files] or None
+    overrides = merge(mapping, parse_overrides(extra + [a for a in argv if a.startswith("--config.")]))
     if args.framework and args.framework != "torch":
         notice(f"--framework {args.framework} runs as torch: RLlib 2.60 has only torch")
     if args.redis_password:

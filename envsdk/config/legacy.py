@@ -193,10 +193,21 @@ def _replay_buffer(value: Any, ctx: Context) -> tuple[dict[str, Any], str]:
 
 
 # What each old exploration type's settings become on the new stack (the rest are named as dropped).
-EXPLORATION_READ = {"EpsilonGreedy": {"initial_epsilon", "final_epsilon", "epsilon_timesteps"}}
+EXPLORATION_READ = {
+    "EpsilonGreedy": {"initial_epsilon", "final_epsilon", "epsilon_timesteps"},
+    "Curiosity": {"eta", "lr", "feature_dim"},
+}
 # Old settings the new stack has nothing for, and what it does instead.
 EXPLORATION_DROPPED = {
     "random_timesteps": "no warm-up of uniformly random actions: the policy acts from the first step",
+    # Curiosity's networks and weights are ML-Agents' (envsdk/networks/reward_signals.py)
+    "beta": "curiosity weighs its forward loss 0.2 against the inverse one, as ML-Agents (Ray's default)",
+    "feature_net_config": "curiosity's encoder is ML-Agents' (network_settings: hidden_units, num_layers)",
+    "inverse_net_hiddens": "ML-Agents' inverse model: one layer of 256",
+    "inverse_net_activation": "ML-Agents' models use Swish",
+    "forward_net_hiddens": "ML-Agents' forward model: one layer of 256",
+    "forward_net_activation": "ML-Agents' models use Swish",
+    "sub_exploration": "the policy samples its actions",
 }
 
 
@@ -216,6 +227,15 @@ def _exploration(value: Any, ctx: Context) -> tuple[dict[str, Any], str]:
 
 
 def _exploration_type(kind: str, value: dict[str, Any], ctx: Context) -> tuple[dict[str, Any], str]:
+    if kind == "Curiosity":  # Ray 1.x: reward + eta x 0.5 |forward error|^2, ML-Agents' curiosity too
+        curiosity = {"strength": value.get("eta", 1.0), "learning_rate": value.get("lr", 1e-3)}
+        curiosity["encoding_size"] = value.get("feature_dim", 288)
+        return (
+            {"reward_signals": {"extrinsic": {"strength": 1.0}, "curiosity": curiosity}},
+            "Curiosity exploration is reward_signals: {extrinsic: {strength: 1}, curiosity: {strength:"
+            f" {curiosity['strength']} (eta), learning_rate: {curiosity['learning_rate']} (lr),"
+            f" encoding_size: {curiosity['encoding_size']} (feature_dim)}}}}",
+        )
     if kind == "EpsilonGreedy":
         start = value.get("initial_epsilon", 1.0)
         end = value.get("final_epsilon", 0.05)
@@ -281,7 +301,8 @@ REWRITES: dict[str, Rewrite] = {
         "old buffer types become episode buffers; other keys dropped", _replay_buffer
     ),
     "exploration_config": Rewrite(
-        "EpsilonGreedy: `epsilon` schedule; StochasticSampling and Random: dropped; ParameterNoise:"
+        "EpsilonGreedy: `epsilon` schedule; Curiosity: `reward_signals` (eta, lr, feature_dim: curiosity's"
+        " strength, learning_rate, encoding_size); StochasticSampling and Random: dropped; ParameterNoise:"
         " `noisy: true`; other types are errors; other settings (`random_timesteps`, ...) named as dropped",
         _exploration,
     ),

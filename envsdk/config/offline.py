@@ -11,6 +11,8 @@ YAML first, then in the working directory, and makes it something RLlib
   (``obs``, ``new_obs``, ``actions``, ``rewards``, ``terminateds``,
   ``truncateds``, ``eps_id``), so ``rollout.py --out`` and an offline YAML
   fit together;
+* so does an ML-Agents demonstration (a ``.demo`` file or a folder of them) of
+  vector observations and one discrete branch or continuous actions;
 * Ray 1.x JSON output (``output: /tmp/out``) is read as RLlib's old
   ``SampleBatch`` JSON;
 * Ray 2.0-2.4's ``input: dataset`` with ``input_config: {format, paths}``
@@ -32,13 +34,15 @@ from typing import Any
 
 import numpy as np
 
-from envsdk.errors import UserError
+from envsdk.errors import UserError, said_under
 from envsdk.notices import notice
+from unity_bridge.errors import SettingsError
 
 OFFLINE_ALGOS = {"BC", "MARWIL", "CQL", "IQL"}
 PIPELINE_CPUS = 0.5  # per pre-learner actor and per read task of the offline data pipeline
 ITERATIONS_PER_LEARNER = 10  # batches each learner takes from the data per training iteration
 RECORD = "python rollout.py CHECKPOINT --episodes 100 --out data.npz, then input: data.npz"
+DEMO = ".demo"
 REMOTE = ("s3://", "gs://", "gcs://", "abfs://", "az://", "http://", "https://", "hf://")
 
 
@@ -65,11 +69,14 @@ def prepare(values: Any, algorithm: str, base: Path) -> None:
         return
     paths = [source] if isinstance(source, str) else list(source)
     found = [_resolve(str(p), base, where) for p in paths]
-    npz = [p for p in found if isinstance(p, Path) and p.suffix == ".npz"]
+    npz = [p for p in found if isinstance(p, Path) and (p.suffix in (".npz", DEMO) or _demo_folder(p))]
     if npz:
         if len(npz) != len(found):
-            raise UserError(f"{where}: input mixes rollout.py .npz files with other data", "give one kind")
-        values["input"] = [str(to_parquet(p)) for p in npz]
+            raise UserError(
+                f"{where}: input mixes rollout.py .npz or .demo files with other data", "give one kind"
+            )
+        with said_under(where):
+            values["input"] = [str(to_parquet(p)) for p in npz]
         values["input_read_method"] = "read_parquet"
         notice(f"input: {', '.join(p.name for p in npz)} read as transitions ({values['input'][0]})")
     else:
@@ -78,6 +85,9 @@ def prepare(values: Any, algorithm: str, base: Path) -> None:
             values["input_read_method"] = "read_json"
             values.setdefault("input_read_sample_batches", True)
             notice("input: JSON files are read as Ray 1.x SampleBatch records")
+        elif _recorded_episodes(found) and "input_read_episodes" not in values:
+            values["input_read_episodes"] = True
+            notice("input: read as the whole episodes RLlib's output: records (input_read_episodes: true)")
     _light_pipeline(values)
     if not values.get("num_learners") and values.get("dataset_num_iters_per_learner") is None:
         values["dataset_num_iters_per_learner"] = ITERATIONS_PER_LEARNER
@@ -118,6 +128,15 @@ def _resolve(path: str, base: Path, where: str) -> Path | str:
     raise UserError(f"{where}: the offline data '{path}' is not there{looked}", f"record it first: {RECORD}")
 
 
+def _recorded_episodes(found: list[Any]) -> bool:
+    """Folders of what RLlib's ``output:`` writes by default: whole episodes packed one per row,
+    Parquet files of the single column Ray Data names ``item``."""
+    import pyarrow.parquet as pq
+
+    files = [f for item in found if Path(item).is_dir() for f in Path(item).rglob("*.parquet")]
+    return bool(files) and pq.read_schema(files[0]).names == ["item"]
+
+
 def _is_json(found: list[Any]) -> bool:
     for item in found:
         path = Path(item)
@@ -126,18 +145,29 @@ def _is_json(found: list[Any]) -> bool:
     return False
 
 
+def _demo_folder(path: Path) -> bool:
+    return path.is_dir() and any(path.glob(f"*{DEMO}"))
+
+
+def _stamp(source: Path) -> dict[str, Any]:
+    """What the cached transitions were made from: the file's (or a folder's .demo files') size and time."""
+    files = sorted(source.glob(f"*{DEMO}")) if source.is_dir() else [source]
+    return {str(f.name): [f.stat().st_size, f.stat().st_mtime] for f in files}
+
+
 def to_parquet(npz: Path) -> Path:
-    """An experience file as a folder of Parquet transitions (cached beside it while it is current)."""
+    """An experience file (``.npz``), or a ``.demo`` file or folder, as a folder of Parquet transitions
+    (cached beside it while it is current)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
     from ray.data.extensions import ArrowTensorArray
 
     folder = npz.with_name(npz.name + ".rllib")
     stamp = folder / "source.json"
-    mark = {"size": npz.stat().st_size, "mtime": npz.stat().st_mtime}
+    mark = _stamp(npz)
     if stamp.is_file() and json.loads(stamp.read_text()) == mark:
         return folder
-    rows = transitions(npz)
+    rows = transitions(npz) if npz.suffix == ".npz" else demo_transitions(npz)
     tmp = folder.with_name(f".{folder.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -180,3 +210,17 @@ def transitions(npz: Path) -> dict[str, np.ndarray]:
             f"{npz}: no episodes in this experience file", "record some with rollout.py --episodes N"
         )
     return {name: np.concatenate(parts) for name, parts in columns.items()}
+
+
+def demo_transitions(source: Path) -> dict[str, np.ndarray]:
+    """One row per recorded step of an ML-Agents demonstration (a file, or a folder of them), in the
+    columns of :func:`transitions`; a demonstration that cannot be, refused in its one line."""
+    from unity_bridge.demo_files import read_demo
+
+    try:
+        rows = read_demo(source).flat_transitions(str(source))
+    except SettingsError as err:
+        raise UserError(err.message, err.hint) from None
+    names = {"terminated": "terminateds", "truncated": "truncateds"}
+    columns = {names.get(name, name): value for name, value in rows.items() if name != "episode"}
+    return {**columns, "eps_id": np.char.add(f"{source.stem}-ep", rows["episode"].astype(str))}

@@ -27,7 +27,8 @@ import numbers
 from typing import Any
 
 from envsdk import progress
-from envsdk.config import environment_parameters, legacy
+from envsdk.config import legacy
+from envsdk.config.own_keys import environment_parameters
 from envsdk.config.yamlio import where_of
 from envsdk.errors import UserError, closest, did_you_mean
 from envsdk.internals import is_deprecated_default

@@ -2,18 +2,15 @@
 
 ``preflight`` runs before training (one reset and one step, only allowed
 actions where there is an action mask) so a mismatch is a clear error rather
-than a crash deep inside an RLlib worker; ``check_env``
-is the fuller ``python -m envsdk check`` verdict: gymnasium's and RLlib's own
-checkers plus ours (values inside their spaces, seeded resets reproducible,
-step rate).
+than a crash deep inside an RLlib worker; the fuller ``python -m envsdk check``
+verdict (:mod:`envsdk.envs.checkup.verdict`) is made of the same checks.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
-import warnings
-from collections.abc import Callable, Iterator
+import importlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,13 +18,23 @@ import gymnasium as gym
 import numpy as np
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-from envsdk.envs.base import MASK_KEY, has_action_mask, hooks
+from envsdk.envs.base import MASK_KEY, hooks
+from envsdk.envs.observation_layout import mask_lookalike
 from envsdk.envs.registry import ResolvedEnv
-from envsdk.envs.spaces import SpaceError, allowed_version, conform, sample_allowed
+from envsdk.envs.spaces import conform, sample_allowed
 from envsdk.errors import UserError, raise_if_user_error
 from envsdk.notices import notice
 
 AGENT = "agent"  # the one agent's id for single-agent envs
+
+
+def __getattr__(name: str) -> Any:
+    """``check_env`` lived here up to 0.3.0, and the tests that ``envsdk new`` wrote then import it
+    from here: answered with :mod:`envsdk.envs.checkup.verdict`'s, imported when asked (PEP 562;
+    that module imports this one)."""
+    if name == "check_env":
+        return importlib.import_module("envsdk.envs.checkup.verdict").check_env
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def mismatch(value: Any, space: gym.Space) -> str | None:
@@ -83,44 +90,60 @@ def _agent_items(env: Any, obs: Any) -> list[tuple[Any, str, Any, gym.Space]]:
     return [(None, "", obs, env.observation_space)]
 
 
-def _sample_action(env: Any, obs: Any) -> Any:
+def sample_action(env: Any, obs: Any) -> Any:
     """Random actions, only allowed ones where observations carry an action mask."""
     if isinstance(env, MultiAgentEnv):
         return {aid: sample_allowed(env.get_action_space(aid), o) for aid, o in obs.items()}
     return sample_allowed(env.action_space, obs)
 
 
+MATCH_FIX = "make the observation_space match what reset()/step() return (shape, dtype, bounds)"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A problem nothing can train on, and the line that mends it."""
+
+    text: str
+    fix: str = MATCH_FIX
+
+
 @dataclass
 class Verdict:
     """What the checks say of some observations: ``problems`` nothing can train on; ``notes``
-    what training takes as it is or converts (another dtype; a value outside a Box's bounds
-    where ``env_checks: {observation_bounds: ...}`` is not ``error``); ``conformed``: the
-    observations as the space declares them (per agent for a multi-agent env)."""
+    what training takes as it is or converts (another dtype the vector env casts; a value outside
+    a Box's bounds where ``env_checks: {observation_bounds: ...}`` is not ``error``);
+    ``conformed``: the observations as the space declares them (per agent for a multi-agent env)."""
 
-    problems: list[str] = field(default_factory=list)
+    problems: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     conformed: Any = None
 
 
 def check_values(env: Any, obs: Any, where: str, bounds: str = "warn") -> Verdict:
     """The verdict on one reset's or step's observations (RLlib's leniency: values that fit
-    their space in another type are converted, with a note, as RLlib's vector env converts them)."""
+    their space in another type are converted, with a note, where RLlib's vector env converts
+    them; another kind of number, or values the space's dtype cannot hold, are problems)."""
     verdict = Verdict()
     conformed = {}
     for aid, who, value, space in _agent_items(env, obs):
         value, conversions = conform(value, space)
         conformed[aid] = value
         of = f"{where} observation{' of ' + who if who else ''}"
+        refused = [Finding(f"{of}{c.path}: {c.refused}", c.fix) for c in conversions if c.refused]
+        verdict.problems += refused
         verdict.notes += [
-            f"{of}{c.path}: {c.got}, converted to the space's {c.want} (as RLlib does)" for c in conversions
+            f"{of}{c.path}: {c.got}, converted to the space's {c.want} (as RLlib does)"
+            for c in conversions
+            if not c.refused
         ]
-        why = mismatch(value, space)
+        why = mismatch(value, space) if not refused else None
         if why is None:
             continue
         if "values outside" in why and bounds != "error" and not _non_finite(value):
             verdict.notes.append(f"{of}: {why} (env_checks: {{observation_bounds: {bounds}}})")
         else:
-            verdict.problems.append(f"{of}: {why}")
+            verdict.problems.append(Finding(f"{of}: {why}"))
     verdict.conformed = conformed if isinstance(env, MultiAgentEnv) else conformed[None]
     return verdict
 
@@ -154,7 +177,7 @@ def unbuilt(target: Any) -> EnvInfo:
     return EnvInfo(multi_agent=multi, agent_spaces={}, first_obs={})
 
 
-def _agent_spaces(env: Any, obs: Any) -> dict[str, tuple[gym.Space, gym.Space]]:
+def agent_spaces(env: Any, obs: Any) -> dict[str, tuple[gym.Space, gym.Space]]:
     if not isinstance(env, MultiAgentEnv):
         return {AGENT: (env.observation_space, env.action_space)}
     agents = list(obs) + [a for a in getattr(env, "possible_agents", None) or [] if a not in obs]
@@ -191,6 +214,9 @@ def preflight(
         except UserError:
             env.close()
             raise
+        except Refused as wrong:
+            env.close()
+            raise UserError(f"env '{resolved.name}': {wrong.finding.text}", wrong.finding.fix) from None
         except _StageFailed as failed:
             env.close()
             error = failed.error
@@ -198,17 +224,19 @@ def preflight(
             if attempt < tries:
                 notice(f"{what}; building it again, as the restart settings ask")
                 continue
+            named = _unread_masks(env)
             raise UserError(
-                what, "fix the env; run `python -m envsdk check ENV --debug` for the traceback"
+                what,
+                named[0]
+                if named and failed.stage == "step()"
+                else "fix the env; run `python -m envsdk check ENV --debug` for the traceback",
             ) from (failed.error)
         break
     try:
         if verdict.problems:
-            raise UserError(
-                f"env '{resolved.name}': {verdict.problems[0]}",
-                "make the observation_space match what reset()/step() return (shape, dtype, bounds)",
-            )
-        for note in _first_of_each(verdict.notes):
+            first = verdict.problems[0]
+            raise UserError(f"env '{resolved.name}': {first.text}", first.fix)
+        for note in first_of_each(verdict.notes) + _unread_masks(env):
             notice(f"env '{resolved.name}': {note}")
         yield env, info
     finally:
@@ -224,30 +252,191 @@ class _StageFailed(Exception):
         self.error = error
 
 
+class Refused(Exception):
+    """What the env declares or returns cannot run at all, whatever its values: ``reset()`` or
+    ``step()`` returned another number of values than gymnasium's API (or RLlib's multi-agent
+    one) has (the old gym API's observation alone, or 4 values), or a multi-agent env declares no
+    agents' spaces where RLlib's env runner reads them."""
+
+    def __init__(self, finding: Finding):
+        super().__init__(finding.text)
+        self.finding = finding
+
+
+STEP_VALUES = 5
+
+
+def reset_returns(env: Any, out: Any) -> Any:
+    """The observation(s) of ``reset()``'s ``(obs, info)``; :class:`Refused` where it returned
+    something else (the old API's observation alone: unpacked, a Dict observation's two keys)."""
+    multi = isinstance(env, MultiAgentEnv)
+    if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
+        return out[0]
+    if multi:
+        what = "one dict" if isinstance(out, dict) else _what(out)
+        text = f"reset() must return (observations, infos), dicts keyed by agent id; yours returned {what}"
+    else:
+        what = "an observation" if _is_observation(out, env.observation_space) else _what(out)
+        text = f"reset() must return (obs, info); yours returned {what}"
+    fix = "end reset() with `return obs, {}` (gymnasium's API: the info dict may be empty)"
+    raise Refused(Finding(text, fix))
+
+
+def step_returns(env: Any, out: Any) -> tuple[Any, Any, Any, Any, Any]:
+    """``step()``'s five values; :class:`Refused` where it returned another number (the old
+    API's ``(obs, reward, done, info)``)."""
+    if isinstance(out, tuple) and len(out) == STEP_VALUES:
+        return out
+    what = _what(out)
+    if isinstance(out, tuple) and len(out) == 4:
+        what += " (the old gym API's obs, reward, done, info)"
+    multi = isinstance(env, MultiAgentEnv)
+    five = (
+        "obs, rewards, terminateds, truncateds, infos"
+        if multi
+        else "obs, reward, terminated, truncated, info"
+    )
+    keyed = ", dicts keyed by agent id (with '__all__' in terminateds and truncateds)" if multi else ""
+    raise Refused(
+        Finding(
+            f"step() must return ({five}){keyed}; yours returned {what}",
+            f"end step() with `return {five}`: terminated where the episode ends, truncated where"
+            " a time limit cuts it",
+        )
+    )
+
+
+def _what(out: Any) -> str:
+    return f"{len(out)} values" if isinstance(out, tuple) else f"a {type(out).__name__}"
+
+
+def _is_observation(value: Any, space: gym.Space) -> bool:
+    try:
+        return bool(space.contains(conform(value, space)[0]))
+    except Exception:
+        return False
+
+
+def runner_spaces(env: Any) -> dict[str, Any]:
+    """``observation`` and ``action`` -> the agents' spaces RLlib's multi-agent vector env reads
+    from the env before its first reset (``SyncVectorMultiAgentEnv``: ``observation_spaces``,
+    else a Dict ``observation_space``, else each of ``possible_agents``)."""
+    target = env.unwrapped
+    found: dict[str, Any] = {}
+    for kind in ("observation", "action"):
+        spaces = getattr(target, f"{kind}_spaces", None)
+        if spaces is None and isinstance(space := getattr(target, f"{kind}_space", None), gym.spaces.Dict):
+            spaces = dict(space.spaces)
+        if spaces is None:
+            get = getattr(target, f"get_{kind}_space")
+            spaces = {agent: get(agent) for agent in getattr(target, "possible_agents", None) or ()}
+        found[kind] = spaces
+    return found
+
+
+def _unread_masks(env: Any) -> list[str]:
+    """A line for each observation part shaped like an action mask under another name
+    (:func:`~envsdk.envs.observation_layout.mask_lookalike`): the networks read it as features,
+    and the actions they sample are not kept to it."""
+    if isinstance(env, MultiAgentEnv):
+        agents = [
+            (f" of agent '{a}'", env.get_observation_space(a), env.get_action_space(a))
+            for a in env.possible_agents or ()
+        ]
+    else:
+        agents = [("", env.observation_space, env.action_space)]
+    found = {who: key for who, obs, act in agents if (key := mask_lookalike(obs, act))}
+    return [
+        f"the observation part '{key}'{who} is shaped like an action mask (0/1, one entry per choice),"
+        f" but is read as features and the actions are not kept to it; to mask with it, name it '{MASK_KEY}'"
+        for who, key in found.items()
+    ][:1]
+
+
+def check_runner_spaces(env: Any) -> None:
+    """A multi-agent env in whose agents' spaces RLlib's env runner finds no agent (RLlib fails
+    with a bare ``StopIteration`` as it maps agents to modules) is :class:`Refused`.  Agents not
+    listed there may still observe (a Unity game lists one agent per behavior)."""
+    for kind, spaces in runner_spaces(env).items():
+        if not spaces:
+            raise Refused(
+                Finding(
+                    f"RLlib's env runner finds no agent in its {kind}_spaces (possible_agents:"
+                    f" {list(getattr(env.unwrapped, 'possible_agents', None) or [])}); it reads them"
+                    " before its first reset",
+                    "set self.possible_agents = [...] in the env's __init__, with observation_spaces"
+                    " and action_spaces per agent (or one observation_space and action_space for all)",
+                )
+            )
+
+
+def _empty_part(space: Any, path: str = "") -> str | None:
+    """Where ``space`` holds an empty Dict or Tuple (``an empty Dict at ['sensors']``), else None."""
+    if isinstance(space, gym.spaces.Dict):
+        parts: list[tuple[Any, gym.Space]] = list(space.spaces.items())
+    elif isinstance(space, gym.spaces.Tuple):
+        parts = list(enumerate(space.spaces))
+    else:
+        return None
+    if not parts:
+        return f"an empty {type(space).__name__}" + (f" at {path}" if path else "")
+    for key, sub in parts:
+        found = _empty_part(sub, f"{path}[{key!r}]")
+        if found:
+            return found
+    return None
+
+
+def check_declared_spaces(env: Any) -> None:
+    """An empty Dict or Tuple in an observation or action space is :class:`Refused` before the env
+    runs (RLlib's networks fail on one with a bare ``IndexError``)."""
+    if isinstance(env, MultiAgentEnv):
+        found = runner_spaces(env)
+        agents = [
+            (f" of agent '{a}'", kind, space) for kind, spaces in found.items() for a, space in spaces.items()
+        ]
+    else:
+        agents = [("", "observation", env.observation_space), ("", "action", env.action_space)]
+    for who, kind, space in agents:
+        empty = _empty_part(space)
+        if empty:
+            verb = "observe" if kind == "observation" else "act"
+            holds = "holds" if " at " in empty else "is"
+            raise Refused(
+                Finding(
+                    f"the {kind} space{who} {holds} {empty}: nothing to {verb} with",
+                    f"give it at least one part, or leave the empty one out of the {kind} space",
+                )
+            )
+
+
 def _first_steps(env: Any, bounds: str) -> tuple[EnvInfo, Verdict]:
     """One reset and one step of ``env``, their observations checked; the env's own errors come
-    as :class:`_StageFailed`."""
+    as :class:`_StageFailed`, returns of the wrong form as :class:`Refused`."""
     stage = "reset()"
     try:
-        obs, _ = env.reset(seed=0)
+        multi = isinstance(env, MultiAgentEnv)
+        if multi:
+            check_runner_spaces(env)
+        check_declared_spaces(env)
+        obs = reset_returns(env, env.reset(seed=0))
         verdict = check_values(env, obs, stage, bounds)
-        first = verdict.conformed if isinstance(env, MultiAgentEnv) else {AGENT: verdict.conformed}
+        first = verdict.conformed if multi else {AGENT: verdict.conformed}
         if not verdict.problems:
             stage = "step()"
-            after, *_ = env.step(_sample_action(env, verdict.conformed))
+            after = step_returns(env, env.step(sample_action(env, verdict.conformed)))[0]
             stepped = check_values(env, after, stage, bounds)
             verdict.problems += stepped.problems
             verdict.notes += stepped.notes
         stage = "its policy_specs()"
-        multi = isinstance(env, MultiAgentEnv)
         policies = hooks(env).policy_specs() if multi else None
-    except UserError:
+    except (UserError, Refused):
         raise
     except Exception as err:
         raise _StageFailed(stage, err) from err
     info = EnvInfo(
         multi_agent=multi,
-        agent_spaces=_agent_spaces(env, obs),
+        agent_spaces=agent_spaces(env, obs),
         first_obs=first,
         policies=policies,
         policy_mapping_fn=getattr(env, "policy_mapping_fn", None) if policies is not None else None,
@@ -255,229 +444,9 @@ def _first_steps(env: Any, bounds: str) -> tuple[EnvInfo, Verdict]:
     return info, verdict
 
 
-@dataclass
-class CheckReport:
-    env: str
-    passed: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-    steps_per_s: float = 0.0
-    models: list[str] = field(default_factory=list)  # the default model each policy would get (PPO)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def render(self) -> str:
-        lines = [f"env {self.env}"]
-        lines += [f"  ok    {p}" for p in self.passed]
-        lines += [f"  warn  {w}" for w in self.warnings]
-        lines += [f"  FAIL  {p}" for p in self.problems]
-        lines += [f"  model {m}" for m in self.models]
-        lines.append(f"  rate  {self.steps_per_s:,.0f} steps/s (random actions, one core)")
-        lines.append("verdict: " + ("PASS" if self.ok else f"FAIL ({len(self.problems)} problem(s))"))
-        return "\n".join(lines)
-
-
-def _run_external(report: CheckReport, label: str, fn: Any) -> None:
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            fn()
-        except Exception as err:
-            report.problems.append(f"{label}: {type(err).__name__}: {str(err).splitlines()[0]}")
-            return
-    ours = ("deprecat", "different from the unwrapped")  # RLlib's deprecations; our mask wrapper
-    report.warnings += [f"{label}: {w.message}" for w in caught if not any(o in str(w.message) for o in ours)]
-    report.passed.append(f"{label} passed")
-
-
-def _gymnasium_check(checker: Any, env: Any) -> None:
-    """gymnasium's checker; its seeding and determinism checks become a warning: an env that does
-    not reproduce an episode from a seed trains (RLlib trains it), only not reproducibly.  An env
-    whose :class:`~envsdk.envs.base.RLlibHooks` say ``reseedable = False`` says why."""
-    try:
-        checker(env, skip_render_check=True)
-    except AssertionError as err:
-        text = str(err).lower()
-        if "seed" not in text and "determinis" not in text:
-            raise
-        env_hooks = hooks(env.unwrapped)
-        why = (
-            f"cannot be reseeded after start ({env_hooks.reseed_note})"
-            if not env_hooks.reseedable
-            else f"{str(err).splitlines()[0]}: results will not be reproducible"
-        )
-        warnings.warn(why, stacklevel=1)
-
-
-class _Conformed(gym.ObservationWrapper):
-    """Observations converted to their space's types, as RLlib's vector env converts them, for
-    gymnasium's checker, which refuses (say) float64 for a float32 Box that RLlib trains on."""
-
-    def observation(self, observation: Any) -> Any:
-        return conform(observation, self.observation_space)[0]
-
-
-class _MaskRespecting(gym.Wrapper):
-    """For gymnasium's checker, which steps with unmasked random actions (sampled before its
-    resets, too): a forbidden choice becomes the first allowed one of its branch.  A game that
-    trusts its action masks may crash on a forbidden action."""
-
-    def __init__(self, env: gym.Env):
-        super().__init__(env)
-        self._obs: Any = None
-
-    def reset(self, **kwargs: Any) -> Any:
-        self._obs, info = self.env.reset(**kwargs)
-        return self._obs, info
-
-    def step(self, action: Any) -> Any:
-        out = self.env.step(allowed_version(self.env.action_space, action, self._obs[MASK_KEY]))
-        self._obs = out[0]
-        return out
-
-
-# One line about the network a policy with these spaces gets (the networks' layer, above this one).
-Describe = Callable[[gym.Space, gym.Space], str]
-
-
-def check_env(
-    resolved: ResolvedEnv, env_config: dict, steps: int = 2000, describe: Describe | None = None
-) -> CheckReport:
-    """The ``python -m envsdk check`` verdict for one env; ``describe`` adds each policy's network."""
-    report = CheckReport(resolved.name)
-    env = resolved.make(env_config)
-    try:
-        _check(report, resolved, env, env_config, steps, describe)
-    finally:
-        env.close()
-    return report
-
-
-def _check(
-    report: CheckReport,
-    resolved: ResolvedEnv,
-    env: Any,
-    env_config: dict,
-    steps: int,
-    describe: Describe | None,
-) -> None:
-    multi = isinstance(env, MultiAgentEnv)
-    first, _ = env.reset(seed=123)
-    spaces = _agent_spaces(env, first if multi else {AGENT: first})
-    masked = any(has_action_mask(obs) for obs, _ in spaces.values())
-    _external_checker(report, resolved, env, env_config, masked)
-    if describe is not None:
-        _networks(report, _named_spaces(env, spaces), describe)
-    _reseeding(report, env)
-    _random_steps(report, env, steps, masked)
-
-
-def _networks(
-    report: CheckReport, spaces: dict[str, tuple[gym.Space, gym.Space]], describe: Describe
-) -> None:
-    for who, (obs, act) in spaces.items():
-        try:
-            report.models.append(f"{who}: {describe(obs, act)}")
-        except SpaceError as err:
-            report.problems.append(f"{who}: {err}")
-
-
-def _external_checker(
-    report: CheckReport, resolved: ResolvedEnv, env: Any, env_config: dict, masked: bool
-) -> None:
-    """gymnasium's checker (RLlib's for a multi-agent env), on observations converted as RLlib
-    converts them: our own steps say what was converted."""
-    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
-    from ray.rllib.utils.pre_checks.env import check_multiagent_environments
-
-    multi = isinstance(env, MultiAgentEnv)
-    label = "RLlib multi-agent checker" if multi else "gymnasium checker"
-    if masked and multi:
-        report.warnings.append(f"{label} skipped: it steps with random actions, and this env masks some")
-    elif multi:
-        _run_external(report, label, lambda: check_multiagent_environments(env))
-    else:
-        checked = resolved.make(env_config)
-        try:
-            target: gym.Env = _Conformed(checked.unwrapped)
-            target = _MaskRespecting(target) if masked else target
-            _run_external(report, label, lambda: _gymnasium_check(gymnasium_check_env, target))
-        finally:
-            checked.close()
-
-
-def _reseeding(report: CheckReport, env: Any) -> None:
-    first, _ = env.reset(seed=123)
-    again, _ = env.reset(seed=123)
-    same = all(
-        np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(_flat(first), _flat(again), strict=False)
-    )
-    (report.passed if same else report.warnings).append(
-        "reset(seed=123) twice gives the same observation"
-        if same
-        else "reset(seed=123) twice gave different observations: results will not be reproducible"
-    )
-
-
-def _random_steps(report: CheckReport, env: Any, steps: int, masked: bool) -> None:
-    """Up to ``steps`` random steps (5 s at most): every observation checked, the rate measured."""
-    multi = isinstance(env, MultiAgentEnv)
-    obs, _ = env.reset(seed=123)
-    verdict = check_values(env, obs, "reset()")
-    problems, notes, n, start = verdict.problems, verdict.notes, 0, time.perf_counter()
-    obs = verdict.conformed
-    while n < steps and time.perf_counter() - start < 5.0:
-        try:
-            obs, reward, terminated, truncated, _ = env.step(_sample_action(env, obs))
-        except Exception as err:
-            problems.append(f"step {n + 1} raised {type(err).__name__}: {err}")
-            break
-        n += 1
-        verdict = check_values(env, obs, f"step {n}")
-        obs = verdict.conformed
-        if not problems:
-            problems += verdict.problems
-            notes += verdict.notes
-        if multi:
-            done = terminated.get("__all__", False) or truncated.get("__all__", False)
-        else:
-            done = terminated or truncated
-            if not np.isscalar(reward):
-                problems.append(f"step {n}: reward is {type(reward).__name__}, not a number")
-        if done:
-            obs = check_values(env, env.reset()[0], "reset()").conformed
-    report.steps_per_s = n / max(time.perf_counter() - start, 1e-9)
-    report.warnings += _first_of_each(notes)[:3]
-    if problems:
-        report.problems += problems[:3]
-    else:
-        allowed = " (allowed ones)" if masked else ""
-        report.passed.append(f"{n} random steps{allowed}: every observation inside its space")
-
-
-def _first_of_each(notes: list[str]) -> list[str]:
+def first_of_each(notes: list[str]) -> list[str]:
     """One note per part and kind, the first step's (notes start with the step they name)."""
     firsts: dict[str, str] = {}
     for note in notes:
         firsts.setdefault(note.partition(" observation")[2], note)
     return list(firsts.values())
-
-
-def _named_spaces(env: Any, spaces: dict[str, tuple[gym.Space, gym.Space]]) -> dict[str, tuple]:
-    """Who gets which default model: the env's policies if it names them, else each agent."""
-    policies = hooks(env).policy_specs()
-    if policies is not None:
-        return {f"policy {pid}": value for pid, value in policies.items()}
-    if list(spaces) == [AGENT]:
-        return {"default_policy": spaces[AGENT]}
-    return {f"agent {aid}": value for aid, value in spaces.items()}
-
-
-def _flat(obs: Any) -> list[Any]:
-    if isinstance(obs, dict):
-        return [v for k in sorted(obs) for v in _flat(obs[k])]
-    if isinstance(obs, tuple):
-        return [v for o in obs for v in _flat(o)]
-    return [obs]

@@ -7,7 +7,7 @@ every env runner and calls ``set_task`` where the task changes.  The results
 passed in also carry the Ray 1.x names (``timesteps_total``,
 ``episode_reward_mean``) so seed-era curriculum functions run unchanged.
 
-``environment_parameters`` (mlagents-learn's lessons, :mod:`envsdk.config.environment_parameters`)
+``environment_parameters`` (mlagents-learn's lessons, :mod:`envsdk.config.own_keys.environment_parameters`)
 reach an env of the user's through :class:`DrawingFactory`: its wrapper calls ``set_task`` with
 every parameter's value at each reset, a sampler's value drawn per episode.
 """

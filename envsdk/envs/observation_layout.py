@@ -81,6 +81,28 @@ def _check_mask(mask: gym.Space, action_space: gym.Space) -> None:
         )
 
 
+def mask_lookalike(space: gym.Space, action_space: gym.Space) -> str | None:
+    """The key of a Dict observation's part that looks like an action mask under another name
+    (RLlib's ``ParametricActionsCartPoleNoEmbeddings``: ``valid_avail_actions_mask``): named
+    ``*mask*``, of 0/1 values, one per discrete choice of the actions.  None where there is
+    none, or where an ``action_mask`` is there (the mask is read from that key only)."""
+    from envsdk.envs.spaces import SpaceError, mask_size
+
+    if not isinstance(space, gym.spaces.Dict) or MASK_KEY in space.spaces:
+        return None
+    try:
+        size = mask_size(action_space)
+    except SpaceError:
+        return None
+    for key, part in space.spaces.items():
+        binary = isinstance(part, gym.spaces.MultiBinary) or (
+            isinstance(part, gym.spaces.Box) and part.low.min() >= 0 and part.high.max() <= 1
+        )
+        if "mask" in str(key).lower() and binary and size and part.shape == (size,):
+            return str(key)
+    return None
+
+
 class _Layout:
     """What to do to one agent's observations: keep ``keys`` as the parts, beside the mask if
     ``masked``, and read the text parts (``texts``) as character indices."""

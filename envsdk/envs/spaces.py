@@ -245,11 +245,19 @@ def nest(space: gym.Space, parts: dict[tuple[Any, ...], Any]) -> Any:
 @dataclass(frozen=True)
 class Conversion:
     """An observation part whose values fit its space in another type (``got``), converted to
-    the space's (``want``) as RLlib's vector env does when it stacks observations."""
+    the space's (``want``) as RLlib's vector env does when it stacks observations.
+
+    ``refused`` says why a run could not take it (empty when it can): gymnasium's vector env
+    stacks observations into arrays of the space's dtype under numpy's ``same_kind`` rule, so
+    float64 for a uint8 image, int64 for a uint8 Box or ``3.0`` for a Discrete fail at the first
+    sample (and a multi-agent env's would reach the network as another type); values the
+    space's dtype cannot hold (300 for uint8) would wrap.  ``fix`` is the line that mends it."""
 
     path: str  # ``['image']``, ``[0]``; empty for the whole observation
     got: str
     want: str
+    refused: str = ""
+    fix: str = ""
 
 
 def _kind(value: Any) -> str:
@@ -263,9 +271,11 @@ def conform(value: Any, space: gym.Space, path: str = "") -> tuple[Any, list[Con
 
     What RLlib accepts by converting (gymnasium's vector env stacks every observation into
     arrays of the space's dtype): float64 for float32, Python numbers, lists and tuples for a
-    Box, MultiDiscrete or MultiBinary, lists for a Tuple, integral numbers of any type for a
-    Discrete.  A value that cannot be converted is returned as it is, for the checks to explain;
-    so is a value of a space kind that holds no numbers (Text, Graph, Sequence)."""
+    Box, MultiDiscrete or MultiBinary, lists for a Tuple.  A conversion the vector env would
+    not make (another kind of number: :attr:`Conversion.refused`) is made here and said; values
+    the space's dtype cannot hold are left as they are, with the conversion refused.  A value
+    that cannot be converted is returned as it is, for the checks to explain; so is a value of a
+    space kind that holds no numbers (Text, Graph, Sequence)."""
     if isinstance(space, gym.spaces.Dict) and isinstance(value, dict):
         out, notes = dict(value), []
         for key, sub in space.spaces.items():
@@ -290,13 +300,15 @@ def conform(value: Any, space: gym.Space, path: str = "") -> tuple[Any, list[Con
 
 
 def _conform_integer(value: Any, path: str) -> tuple[Any, list[Conversion]]:
-    """A Discrete value: any integral number (``3.0``, ``np.array(3)``) as an int64."""
+    """A Discrete value: any integral number (``3.0``, ``np.array(3)``) as an int64; a float
+    one is converted, and refused (the vector env's int64 array takes no float)."""
     if isinstance(value, int | np.integer) and not isinstance(value, bool):
         return value, []
     number = np.asarray(value)
     if number.shape != () or number.dtype.kind not in "iuf" or number != np.round(number):
         return value, []
-    return np.int64(number), [Conversion(path, _kind(value), "int64")]
+    fix = "return a Python int (int(value)) for a Discrete"
+    return np.int64(number), [_conversion(path, value, number.dtype, np.dtype(np.int64), fix)]
 
 
 def _conform_array(value: Any, space: gym.Space, path: str) -> tuple[Any, list[Conversion]]:
@@ -312,7 +324,40 @@ def _conform_array(value: Any, space: gym.Space, path: str) -> tuple[Any, list[C
         return value, []
     if want.kind in "iub" and array.dtype.kind == "f" and not (array == np.round(array)).all():
         return value, []  # 0.5 for an integer space is a wrong value, not a wrong type
-    return array.astype(want), [Conversion(path, _kind(value), str(want))]
+    held = _unheld(array, want)
+    if held is not None:
+        bounds = (
+            f"the space's [{space.low.min()}, {space.high.max()}], "
+            if isinstance(space, gym.spaces.Box)
+            else ""
+        )
+        refused = f"values {held} outside {bounds}which {want} cannot hold (they would wrap around)"
+        fix = "clip the values to the space's bounds, or declare a dtype that holds them"
+        return value, [Conversion(path, _kind(value), str(want), refused, fix)]
+    fix = f"return {want} arrays: np.zeros(..., np.{want}), or value.astype(np.{want})"
+    return array.astype(want), [_conversion(path, value, array.dtype, want, fix)]
+
+
+def _unheld(array: np.ndarray, want: np.dtype) -> str | None:
+    """``min..max`` of ``array`` where some of its values are beyond what ``want`` can hold."""
+    if array.size == 0 or want.kind not in "iu" or array.dtype.kind == "b":
+        return None
+    info = np.iinfo(want)
+    low, high = array.min(), array.max()
+    return f"{low}..{high}" if low < info.min or high > info.max else None
+
+
+def _conversion(path: str, value: Any, got: np.dtype, want: np.dtype, fix: str) -> Conversion:
+    """The conversion of ``value`` (read as ``got``) to ``want``, refused (``fix`` the line that
+    mends it) where gymnasium's vector env would not make it: numpy's ``same_kind`` casting, as
+    it stacks."""
+    if np.can_cast(got, want, "same_kind"):
+        return Conversion(path, _kind(value), str(want))
+    refused = (
+        f"{_kind(value)} where the space says {want}, and RLlib does not cast {got} to {want}"
+        " (gymnasium's vector env refuses it as it stacks observations)"
+    )
+    return Conversion(path, _kind(value), str(want), refused, fix)
 
 
 @dataclass(frozen=True)

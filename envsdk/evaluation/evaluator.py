@@ -15,8 +15,11 @@ actors for ``--num-workers N``.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
-from collections.abc import Callable
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -25,6 +28,7 @@ import numpy as np
 import tree
 
 from envsdk.envs.time_limit import limit, own_limit
+from envsdk.errors import root_cause
 from envsdk.evaluation.opponents import LATEST_WEIGHTS, Opponent, self_play_policies
 from envsdk.evaluation.opponents import apply as apply_opponent
 from envsdk.evaluation.recording import HUMAN, RENDER, Recorder, Window, enable_rgb_render, wrap
@@ -85,6 +89,8 @@ class EvalSpec:
     num_gpus_per_worker: float = 0.0
     opponent: Opponent | None = None  # self-play checkpoints: whom the other teams play (default latest)
     max_episode_steps: int | None = None  # --max-episode-steps; None: the env's own limit, else the default
+    # --policy: a function of an observation acts instead of the checkpoint's policy
+    scripted: Callable[[Any], Any] | None = None
 
 
 def _batch(items: list[Any]) -> Any:
@@ -107,6 +113,10 @@ class EnvCreator:
         self.spec = spec
         self.worker = worker
         self.cap_steps: int | None = None  # the cap on the envs built (see cap)
+
+    @property
+    def __name__(self) -> str:  # the env's: what the env guard's findings call it
+        return self.spec.restored.env.name
 
     def make_plain(self, env_config: dict[str, Any], render_mode: str | None) -> Any:
         resolved = self.spec.restored.env
@@ -148,6 +158,29 @@ class EnvCreator:
         return wrap(env, recorder)
 
 
+class _SaidWhole(logging.Filter):
+    """Drops RLlib's log of an env step that failed with a fault that names itself (an env's,
+    from the env guard): rollout.py's command line says it in its own line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        return not getattr(type(err), "reported_whole", False)
+
+
+@contextlib.contextmanager
+def _faults_whole() -> Iterator[None]:
+    """A fault that names itself (the env guard's, the divergence guard's) raised as it is, not
+    inside RLlib's bare ``RuntimeError`` around it: a Ray actor's caller (``--num-workers``) gets
+    it whole, without the chain that pickling drops."""
+    try:
+        yield
+    except Exception as err:
+        fault = root_cause(err)
+        if fault is err or not getattr(type(fault), "reported_whole", False):
+            raise
+        raise fault from None
+
+
 class Evaluator:
     """One evaluation worker (in-process, or a Ray actor for --num-workers)."""
 
@@ -164,8 +197,10 @@ class Evaluator:
         self.on_step = on_step or (lambda steps, ret: None)  # the episode so far: its steps and return
         self.creator = EnvCreator(spec, worker)
         self._runner: Any = None
-        self._loop: _PolicyLoop | None = None
-        if spec.restored.new_stack:
+        self._loop: _EnvLoop | None = None
+        if spec.scripted is not None:
+            self._loop = _ScriptedLoop(spec, self.creator, worker, spec.scripted)
+        elif spec.restored.new_stack:
             self._runner = self._make_env_runner()
         else:
             self._loop = _PolicyLoop(spec, self.creator, worker)
@@ -178,6 +213,9 @@ class Evaluator:
 
         from envsdk.training.substitutes.sampling.batched_runner import BatchedEnvRunner
 
+        rllib_log = logging.getLogger("ray.rllib")  # where RLlib's env runners log a failed step
+        if not any(isinstance(f, _SaidWhole) for f in rllib_log.filters):
+            rllib_log.addFilter(_SaidWhole())
         restored, spec = self.spec.restored, self.spec
         config = restored.config.copy(copy_frozen=False)
         config.environment(env=self.creator, env_config=restored.env_config)
@@ -219,20 +257,21 @@ class Evaluator:
         ``on_episode`` (see the constructor) sees each whole episode as it
         ends; an episode cut short by ``steps`` is reported at the end.
         """
-        if self._loop is not None:
-            records = [
-                self._mark_cap(record, truncated)
-                for record, truncated in self._loop.run(episodes, steps, self.report, self.on_step)
-            ]
-        elif episodes:
-            records = self._convert(self._runner.sample(num_episodes=episodes, explore=self.spec.explore))
-        else:
-            raw = self._runner.sample(num_timesteps=steps, explore=self.spec.explore, force_reset=True)
-            records = self._convert(raw)
-            records.sort(key=lambda r: not r.complete)  # the cut episode comes last
-            for record in records:
-                if not record.complete:
-                    self.report(record)
+        with _faults_whole():
+            if self._loop is not None:
+                records = [
+                    self._mark_cap(record, truncated)
+                    for record, truncated in self._loop.run(episodes, steps, self.report, self.on_step)
+                ]
+            elif episodes:
+                records = self._convert(self._runner.sample(num_episodes=episodes, explore=self.spec.explore))
+            else:
+                raw = self._runner.sample(num_timesteps=steps, explore=self.spec.explore, force_reset=True)
+                records = self._convert(raw)
+                records.sort(key=lambda r: not r.complete)  # the cut episode comes last
+                for record in records:
+                    if not record.complete:
+                        self.report(record)
         self.close()
         videos = self._videos()
         for i, record in enumerate(records):
@@ -338,43 +377,21 @@ class _TraceBuilder:
         )
 
 
-class _PolicyLoop:
-    """Old API stack: restored ``Policy`` objects act on the env directly."""
+class _EnvLoop(ABC):
+    """Episodes played on the env directly, each agent's action from :meth:`_act`."""
 
     def __init__(self, spec: EvalSpec, creator: EnvCreator, worker: int):
         from ray.rllib.env.env_context import EnvContext
-        from ray.rllib.models import ModelCatalog
-        from ray.rllib.policy.policy import Policy
 
         restored = spec.restored
         self.spec = spec
         self.env = creator(EnvContext(restored.env_config, worker_index=worker, num_workers=spec.num_workers))
-        self.policies = cast(dict[str, Policy], Policy.from_checkpoint(str(restored.checkpoint)))
-        for policy in self.policies.values():
-            policy.model.eval()  # type: ignore[attr-defined]  # a TorchPolicyV2
-        self.mapping = restored.worker_state.get("policy_mapping_fn")
-        self.filters = restored.worker_state.get("filters", {})
         self.multi = restored.multi_agent
-        spaces = self.env.observation_spaces if self.multi else {AGENT: self.env.observation_space}
-        self.preprocessors = {
-            aid: ModelCatalog.get_preprocessor_for_space(space) for aid, space in spaces.items()
-        }
         self.seed = None if spec.seed is None else spec.seed + 1000 * worker
 
-    def _policy_id(self, agent: str) -> str:
-        return self.mapping(agent, None, None) if self.multi and self.mapping else "default_policy"
-
+    @abstractmethod
     def _act(self, agent: str, obs: Any, state: dict[str, list]) -> Any:
-        pid = self._policy_id(agent)
-        policy = self.policies[pid]
-        x = self.preprocessors[agent].transform(obs)
-        flt = self.filters.get(pid)
-        if flt is not None and type(flt).__name__ != "NoFilter":
-            x = flt(x, update=False)
-        rnn = state.setdefault(agent, policy.get_initial_state())
-        action, rnn_out, _ = policy.compute_single_action(x, rnn, explore=self.spec.explore)
-        state[agent] = rnn_out
-        return action
+        """``agent``'s action at ``obs``; ``state`` keeps what the policy carries between steps."""
 
     def run(
         self,
@@ -434,3 +451,49 @@ class _PolicyLoop:
 
     def close(self) -> None:
         self.env.close()
+
+
+class _PolicyLoop(_EnvLoop):
+    """Old API stack: restored ``Policy`` objects act on the env directly."""
+
+    def __init__(self, spec: EvalSpec, creator: EnvCreator, worker: int):
+        from ray.rllib.models import ModelCatalog
+        from ray.rllib.policy.policy import Policy
+
+        super().__init__(spec, creator, worker)
+        restored = spec.restored
+        self.policies = cast(dict[str, Policy], Policy.from_checkpoint(str(restored.checkpoint)))
+        for policy in self.policies.values():
+            policy.model.eval()  # type: ignore[attr-defined]  # a TorchPolicyV2
+        self.mapping = restored.worker_state.get("policy_mapping_fn")
+        self.filters = restored.worker_state.get("filters", {})
+        spaces = self.env.observation_spaces if self.multi else {AGENT: self.env.observation_space}
+        self.preprocessors = {
+            aid: ModelCatalog.get_preprocessor_for_space(space) for aid, space in spaces.items()
+        }
+
+    def _policy_id(self, agent: str) -> str:
+        return self.mapping(agent, None, None) if self.multi and self.mapping else "default_policy"
+
+    def _act(self, agent: str, obs: Any, state: dict[str, list]) -> Any:
+        pid = self._policy_id(agent)
+        policy = self.policies[pid]
+        x = self.preprocessors[agent].transform(obs)
+        flt = self.filters.get(pid)
+        if flt is not None and type(flt).__name__ != "NoFilter":
+            x = flt(x, update=False)
+        rnn = state.setdefault(agent, policy.get_initial_state())
+        action, rnn_out, _ = policy.compute_single_action(x, rnn, explore=self.spec.explore)
+        state[agent] = rnn_out
+        return action
+
+
+class _ScriptedLoop(_EnvLoop):
+    """``rollout.py --policy``: a function of each agent's observation acts."""
+
+    def __init__(self, spec: EvalSpec, creator: EnvCreator, worker: int, function: Callable[[Any], Any]):
+        super().__init__(spec, creator, worker)
+        self.function = function
+
+    def _act(self, agent: str, obs: Any, state: dict[str, list]) -> Any:
+        return self.function(obs)

@@ -10,9 +10,10 @@ image scaling), so raw observations go in.
 
 Outputs, one per part of the action:
 
-* a discrete part: ``logits`` (``logits_<part>`` for Tuple/Dict actions):
-  the argmax of each branch is the greedy choice; forbidden choices are at
-  -1e9;
+* a discrete part: ``logits`` (``logits_<part>`` for Tuple/Dict actions), one
+  output per branch of a MultiDiscrete (``logits_0``, ``logits_1``...;
+  ``logits_<part>.0``... inside a Tuple/Dict): each output's argmax is one
+  greedy choice; forbidden choices are at -1e9;
 * a continuous part: ``means`` (``means_<part>``): the greedy action as the
   env receives it, mapped to the action bounds and clipped exactly as
   training's ``normalize_actions``/``clip_actions`` did;
@@ -61,6 +62,7 @@ from envsdk.envs.spaces import (
 from envsdk.errors import UserError
 from envsdk.evaluation.restore import Restored
 from envsdk.internals import MODULE_STATE_FILE
+from envsdk.networks.reward_signals import policy_of_signals
 from envsdk.training.hooks.observation_filter import Statistics, saved_statistics
 from envsdk.training.hooks.self_play import is_self_play_module
 
@@ -69,6 +71,16 @@ SUBJECT = "ONNX export"  # what refuses, in this layer's words; the command line
 MASK_INPUT = "action_mask"
 STATE_INPUTS = ("state_in_h", "state_in_c")  # a recurrent policy's memory, RLlib's h and c
 STATE_OUTPUTS = ("state_out_h", "state_out_c")
+
+
+@dataclass(frozen=True)
+class Output:
+    """One action output: a continuous part's means, or one discrete branch's logits."""
+
+    name: str
+    leaf: ActLeaf
+    start: int  # first column in the action distribution inputs
+    size: int  # its columns there (a Box's means: half the leaf's columns)
 
 
 @dataclass(frozen=True)
@@ -91,15 +103,24 @@ class Layout:
         return [*names, MASK_INPUT] if self.masked else names
 
     @property
-    def output_names(self) -> list[str]:
-        if self.q_values:
-            return ["q_values"]
-        single = len(self.actions) == 1
-        names = []
+    def outputs(self) -> list[Output]:
+        """The action outputs: one per continuous part, one per branch of a discrete part (a
+        MultiDiscrete's branches apart, so that each output's argmax is one choice)."""
+        found = []
         for leaf in self.actions:
             kind = "logits" if leaf.discrete else "means"
-            names.append(kind if single else f"{kind}_{'.'.join(map(str, leaf.path))}")
-        return names
+            sizes = branch_sizes(leaf.space) if leaf.discrete else [leaf.width // 2]
+            several = isinstance(leaf.space, gym.spaces.MultiDiscrete)
+            start = leaf.start
+            for i, size in enumerate(sizes):
+                path = [*map(str, leaf.path), *([str(i)] if several else [])]
+                found.append(Output(f"{kind}_{'.'.join(path)}" if path else kind, leaf, start, size))
+                start += size
+        return found
+
+    @property
+    def output_names(self) -> list[str]:
+        return ["q_values"] if self.q_values else [out.name for out in self.outputs]
 
     @property
     def all_input_names(self) -> list[str]:
@@ -178,7 +199,7 @@ class PolicyNet(torch.nn.Module):
         if layout.q_values:
             outputs: tuple[torch.Tensor, ...] = (raw,)
         else:
-            outputs = tuple(self._output(raw[..., a.start : a.start + a.width], a) for a in layout.actions)
+            outputs = tuple(self._output(raw, out) for out in layout.outputs)
         return outputs + (state_out or ())
 
     def dist_inputs(
@@ -218,13 +239,12 @@ class PolicyNet(torch.nn.Module):
         out = self.module.forward_inference(batch)
         return out[Columns.ACTION_DIST_INPUTS][:, 0], self.memory.state_out(out[Columns.STATE_OUT])
 
-    def _output(self, columns: torch.Tensor, leaf: ActLeaf) -> torch.Tensor:
-        if leaf.discrete:
+    def _output(self, raw: torch.Tensor, out: Output) -> torch.Tensor:
+        columns = raw[..., out.start : out.start + out.size]
+        if out.leaf.discrete:
             return columns
-        means = columns[..., : leaf.width // 2]
-        if self.squashed:
-            means = torch.tanh(means)
-        space = cast(gym.spaces.Box, leaf.space)  # a continuous leaf
+        means = torch.tanh(columns) if self.squashed else columns
+        space = cast(gym.spaces.Box, out.leaf.space)  # a continuous leaf
         low = torch.as_tensor(space.low, dtype=torch.float32)
         high = torch.as_tensor(space.high, dtype=torch.float32)
         bounded = bool(space.is_bounded("both"))
@@ -246,8 +266,7 @@ class _ModelV2Policy(torch.nn.Module):
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         obs: Any = {OBS_KEY: inputs[0], MASK_KEY: inputs[1]} if self.layout.masked else inputs[0]
         out, _ = self.model({"obs": obs}, [], None)
-        leaf = self.layout.actions[0]
-        return (out if leaf.discrete else out[..., : leaf.width // 2],)
+        return tuple(out[..., o.start : o.start + o.size] for o in self.layout.outputs)
 
 
 @parse_args("v", "is", "i", "none")
@@ -299,40 +318,50 @@ def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
                 )
             out[pid] = _ModelV2Policy(policy.model, layout).eval()  # type: ignore[attr-defined]  # TorchPolicyV2
         return out
-    from ray.rllib.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
-    from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGaussian
     from ray.rllib.core.rl_module.rl_module import RLModule
     from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 
     found = sorted(
         p
         for p in restored.module_dir.iterdir()
-        if (p / MODULE_STATE_FILE).is_file() and not is_self_play_module(p.name)  # trained policies only
+        if (p / MODULE_STATE_FILE).is_file()
+        and not is_self_play_module(p.name)  # trained policies only
+        and policy_of_signals(p.name) is None  # (not their reward signals' models)
     )
     config = restored.config
     bounds = (bool(config.normalize_actions), bool(config.clip_actions))
     out = {}
     for path in found:
         module = cast(TorchRLModule, RLModule.from_checkpoint(path))
-        module.eval()
-        q_values = isinstance(module, DefaultDQNRLModule)
-        assert module.observation_space is not None and module.action_space is not None  # saved with it
-        memory = LSTMState(module.get_initial_state(), path.name) if module.is_stateful() else None
-        layout = layout_for(module.observation_space, module.action_space, q_values=q_values)
-        if memory is not None:
-            if q_values:
-                raise UserError(
-                    f"policy '{path.name}' is a recurrent DQN policy; recurrent policies are exported"
-                    " from PPO, APPO and IMPALA",
-                    "train DQN without use_lstm, or export the network yourself with torch.onnx.export",
-                    SUBJECT,
-                )
-            layout = replace(layout, state_size=memory.size)
-        dist = module.get_inference_action_dist_cls() if not layout.q_values else None
-        squashed = isinstance(dist, type) and issubclass(dist, TorchSquashedGaussian)
-        obs_filter = saved_statistics(restored, module, path.name)
-        out[path.name] = PolicyNet(module, layout, bounds, squashed, obs_filter, memory).eval()
+        out[path.name] = module_net(module, path.name, bounds, saved_statistics(restored, module, path.name))
     return out
+
+
+def module_net(
+    module: Any, pid: str, bounds: tuple[bool, bool], obs_filter: Statistics | None = None
+) -> PolicyNet:
+    """A new-stack policy's RLModule (policy ``pid``'s) as the export's torch module, in eval mode.
+    ``bounds``: training's ``normalize_actions`` and ``clip_actions``."""
+    from ray.rllib.algorithms.dqn.default_dqn_rl_module import DefaultDQNRLModule
+    from ray.rllib.core.distribution.torch.torch_distribution import TorchSquashedGaussian
+
+    module.eval()
+    q_values = isinstance(module, DefaultDQNRLModule)
+    assert module.observation_space is not None and module.action_space is not None  # saved with it
+    memory = LSTMState(module.get_initial_state(), pid) if module.is_stateful() else None
+    layout = layout_for(module.observation_space, module.action_space, q_values=q_values)
+    if memory is not None:
+        if q_values:
+            raise UserError(
+                f"policy '{pid}' is a recurrent DQN policy; recurrent policies are exported"
+                " from PPO, APPO and IMPALA",
+                "train DQN without use_lstm, or export the network yourself with torch.onnx.export",
+                SUBJECT,
+            )
+        layout = replace(layout, state_size=memory.size)
+    dist = module.get_inference_action_dist_cls() if not layout.q_values else None
+    squashed = isinstance(dist, type) and issubclass(dist, TorchSquashedGaussian)
+    return PolicyNet(module, layout, bounds, squashed, obs_filter, memory).eval()
 
 
 def sample_inputs(layout: Layout, batch: int, seed: int) -> dict[str, np.ndarray]:
@@ -364,24 +393,29 @@ def allowing_masks(branches: list[int], batch: int, rng: np.random.Generator) ->
 
 
 def greedy(outputs: list[np.ndarray], layout: Layout) -> list[np.ndarray]:
-    """What the outputs choose: argmax per discrete branch, the values of continuous ones."""
+    """What the outputs choose, one array per action part: the argmax of each discrete branch (a
+    MultiDiscrete's stacked), the values of continuous ones."""
     if layout.q_values:
         return [outputs[0].argmax(-1)]
-    chosen = []
-    for out, leaf in zip(outputs, layout.actions, strict=True):
-        if not leaf.discrete:
-            chosen.append(out)
-        elif isinstance(leaf.space, gym.spaces.Discrete):
-            chosen.append(out.argmax(-1))
-        else:
-            splits = np.cumsum(branch_sizes(leaf.space))[:-1]
-            chosen.append(np.stack([b.argmax(-1) for b in np.split(out, splits, axis=-1)], axis=-1))
-    return chosen
+    parts: dict[int, list[np.ndarray]] = {}
+    for values, out in zip(outputs, layout.outputs, strict=True):
+        parts.setdefault(out.leaf.start, []).append(values.argmax(-1) if out.leaf.discrete else values)
+    return [
+        np.stack(parts[leaf.start], axis=-1)
+        if isinstance(leaf.space, gym.spaces.MultiDiscrete)
+        else parts[leaf.start][0]
+        for leaf in layout.actions
+    ]
 
 
 def export(restored: Restored, path: Path, seed: int = 0) -> dict[str, Path]:
-    """Write one ONNX file per policy (``FILE`` itself for a single policy); verified."""
-    policies = policy_nets(restored)
+    """Write one ONNX file per policy of the checkpoint (``FILE`` itself for a single policy); verified."""
+    return write(policy_nets(restored), path, seed)
+
+
+def write(policies: dict[str, torch.nn.Module], path: Path, seed: int = 0) -> dict[str, Path]:
+    """Write one ONNX file per policy net (:func:`policy_nets`, :func:`module_net`); each is run
+    with onnxruntime and compared with torch before it takes its name."""
     torch.onnx.register_custom_op_symbolic("aten::nanmean", _nanmean, OPSET)  # type: ignore[attr-defined]
     written: dict[str, Path] = {}
     for pid, policy in policies.items():

@@ -11,11 +11,18 @@ next to the YAML the run came from).
 The config is built again from the experiment the manifest records (checkpoint
 format 2), with the code of the day: RLlib pickles the config whole, our hooks
 included by module path, and a hook that has moved or changed its signature
-since would break the checkpoint.  Format 1 has no record: its config is unpickled.
+since would break the checkpoint.  Format 1 records the YAML's path and the
+experiment's name: where that YAML still holds the experiment, the config is built
+from it too, and takes the values the trial ran with (its resolved config: the
+trial's ``params.json``, else the checkpoint's own) where they are plain data, so that
+command-line overrides such as a narrower network hold.  Where nothing can build it
+again, the pickled config is used if each hook of ours in it still takes what RLlib
+passes, and is refused in one line otherwise.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import pickle
 from dataclasses import dataclass, field
@@ -25,7 +32,7 @@ from typing import Any
 import ray
 
 import envsdk
-from envsdk.config.experiment import from_record
+from envsdk.config.experiment import Experiment, from_record, load_experiments, plain
 from envsdk.config.yamlio import merge
 from envsdk.envs.imports import add_to_sys_path
 from envsdk.envs.registry import EnvWrappers, ResolvedEnv, resolve_env
@@ -224,18 +231,33 @@ class _Stack:
 def _new_stack(
     checkpoint: Path, info: dict[str, Any], by: WrittenBy, env_config: dict[str, Any] | None
 ) -> _Stack:
-    """The config built again from the manifest's experiment with today's code (format 2), so
-    that no hook of ours is unpickled; format 1, or a config that no longer builds: unpickled.
-    ``env_config``: the command line's entries, which the rebuild takes too (a game's file_name
-    where the checkpoint moved to another machine)."""
-    built = _rebuilt(info, env_config) if info.get("experiment_spec") else None
+    """The config built again with today's code from the experiment the manifest records (format 2)
+    or the YAML it names (format 1), so that no hook of ours is unpickled; where neither builds:
+    unpickled, its hooks checked.  ``env_config``: the command line's entries, which the rebuild
+    takes too (a game's file_name where the checkpoint moved to another machine)."""
+    if info.get("experiment_spec"):
+        chosen = {tuple(path): value for path, value in info.get("searched", [])}
+        built = _rebuilt(from_record(info["experiment_spec"]), env_config)
+        if built is not None and chosen:
+            built.take_trial_values(chosen)
+    else:
+        exp = _recorded_experiment(info)
+        built = _rebuilt(exp, env_config) if exp is not None else None
+        if built is not None:
+            _take_trial_values(built.config, _resolved_config(checkpoint, by), env_config)
     if built is not None:
         config, algo_class = built.config, built.algo_class
     else:
-        algo_class = _unpickle(checkpoint / PIECE_CLASS_FILE, by)["class"]
-        ctor = _unpickle(checkpoint / ENV_RUNNER_DIR / PIECE_CLASS_FILE, by)
-        config = ctor["ctor_args_and_kwargs"][1]["config"]
+        algo_class, config = _pickled_config(checkpoint, by)
+        _check_hooks(checkpoint, info, by, config)
     return _Stack(algo_class, config, config.env, dict(config.env_config or {}), config.is_multi_agent)
+
+
+def _pickled_config(checkpoint: Path, by: WrittenBy) -> tuple[type, Any]:
+    """The algorithm class and the config the checkpoint's env runner was built with, unpickled."""
+    algo_class = _unpickle(checkpoint / PIECE_CLASS_FILE, by)["class"]
+    ctor = _unpickle(checkpoint / ENV_RUNNER_DIR / PIECE_CLASS_FILE, by)
+    return algo_class, ctor["ctor_args_and_kwargs"][1]["config"]
 
 
 # a checkpoint's env_config is the run's, which may name files of another machine
@@ -245,15 +267,14 @@ MOVED_ENV_HINT = (
 )
 
 
-def _rebuilt(info: dict[str, Any], env_config: dict[str, Any] | None) -> Any:
-    """The run's BuiltConfig from its recorded experiment (and the values its trial drew), or None
-    where today's code refuses it (said in a notice)."""
+def _rebuilt(exp: Experiment, env_config: dict[str, Any] | None) -> Any:
+    """The run's BuiltConfig from its experiment, or None where today's code refuses it (said in a
+    notice)."""
     from envsdk.training.build import build_config  # RLlib's algorithms: only here
 
-    exp = from_record(info["experiment_spec"])
     try:
         with muted():
-            built = build_config(exp, {"env_config": env_config} if env_config else None)
+            return build_config(exp, {"env_config": env_config} if env_config else None)
     except UserError as err:
         notice(
             f"the run's config does not build with envsdk {envsdk.__version__} ({err.message}): "
@@ -265,10 +286,110 @@ def _rebuilt(info: dict[str, Any], env_config: dict[str, Any] | None) -> Any:
         if said is None:
             raise
         raise UserError(said.message, (f"{said.hint}; " if said.hint else "") + MOVED_ENV_HINT) from err
-    chosen = {tuple(path): value for path, value in info.get("searched", [])}
-    if chosen:
-        built.take_trial_values(chosen)
-    return built
+
+
+def _recorded_experiment(info: dict[str, Any]) -> Experiment | None:
+    """Format 1's record of its run: the experiment of that name in the YAML the manifest names,
+    where the file is still there and the experiment still has the algorithm and env trained."""
+    source = Path(str(info.get("config_file") or ""))
+    if not info.get("config_file") or not source.is_file():
+        return None
+    try:
+        with muted():
+            found = [e for e in load_experiments(source) if e.name == info.get("experiment")]
+    except UserError as err:
+        notice(f"{source} no longer reads ({err.message}): using the config the checkpoint holds")
+        return None
+    if not found or (found[0].run, found[0].env) != (info.get("algorithm"), info.get("env")):
+        notice(
+            f"{source} no longer holds experiment '{info.get('experiment')}' with"
+            f" {info.get('algorithm')} on {info.get('env')}: using the config the checkpoint holds"
+        )
+        return None
+    notice(f"checkpoint format 1: its config is built again from {source} with this envsdk")
+    return found[0]
+
+
+TRIAL_PARAMS = "params.json"  # the trial's resolved config, which Tune and in_process.py write beside
+
+
+def _resolved_config(checkpoint: Path, by: WrittenBy) -> dict[str, Any]:
+    """The config the trial ran with, as RLlib's ``to_dict``: its trial's ``params.json`` (plain
+    JSON), else the checkpoint's pickled config."""
+    params = checkpoint.parent / TRIAL_PARAMS
+    if params.is_file():
+        try:
+            recorded: dict[str, Any] = json.loads(params.read_text())
+            return recorded
+        except ValueError:
+            pass  # a trial folder's damaged log: the checkpoint's own copy follows
+    return dict(_pickled_config(checkpoint, by)[1].to_dict())
+
+
+def _is_data(value: Any) -> bool:
+    """A value made of JSON's kinds only (no hook, class or space), which any version reads alike."""
+    if isinstance(value, dict):
+        return all(_is_data(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_is_data(v) for v in value)
+    return (
+        value is None
+        or isinstance(value, bool | int | float)
+        or (
+            isinstance(value, str) and not value.startswith("<")  # params.json's repr of an object
+        )
+    )
+
+
+def _take_trial_values(config: Any, recorded: dict[str, Any], env_config: dict[str, Any] | None) -> None:
+    """Set on the rebuilt ``config`` each plain value the trial ran with that differs from it (the
+    command line's overrides of the day, the values a search drew); ``env_config``: the rollout's
+    own entries, kept over the trial's."""
+    now = config.to_dict()
+    taken = {
+        key: value
+        for key, value in recorded.items()
+        if key in now and _is_data(value) and _is_data(now[key]) and plain(value) != plain(now[key])
+    }
+    if "env_config" in taken and env_config:
+        taken["env_config"] = merge(taken["env_config"], env_config)
+    config.update_from_dict(taken)
+
+
+def _check_hooks(checkpoint: Path, info: dict[str, Any], by: WrittenBy, config: Any) -> None:
+    """A pickled config's callbacks of ours must take what RLlib 2.60 passes them (the arguments it
+    always gives, the ones with no default in ``RLlibCallback``'s method of that event); one that
+    changed its signature since would fail when the env runner calls it."""
+    from ray.rllib.callbacks.callbacks import RLlibCallback
+
+    misfits = []
+    for name in sorted(vars(config)):
+        event = getattr(RLlibCallback, name.removeprefix("callbacks_"), None)
+        hooks = getattr(config, name)
+        if not name.startswith("callbacks_on_") or event is None or not hooks:
+            continue
+        given = {
+            p.name: None
+            for p in inspect.signature(event).parameters.values()
+            if p.kind is p.KEYWORD_ONLY and p.default is p.empty
+        }
+        for hook in hooks if isinstance(hooks, list | tuple) else [hooks]:
+            module = getattr(getattr(hook, "func", hook), "__module__", "") or ""
+            if module.split(".")[0] not in OUR_PACKAGES:
+                continue
+            try:
+                inspect.signature(hook).bind_partial(**given)
+            except TypeError:
+                misfits.append(getattr(getattr(hook, "func", hook), "__qualname__", repr(hook)))
+    if misfits:
+        source = info.get("config_file") or "its YAML"
+        raise UserError(
+            f"{checkpoint} was written by envsdk {by.envsdk} (checkpoint format 1), whose config calls"
+            f" envsdk's {', '.join(misfits)} as this envsdk ({envsdk.__version__}) no longer can, and"
+            f" the YAML that would build it again ({source}) is not there",
+            f"put the run's YAML back at {source} to build it again with this envsdk, or roll it out"
+            f" with envsdk {by.envsdk} (pip install envsdk=={by.envsdk})",
+        )
 
 
 def _old_stack(checkpoint: Path, by: WrittenBy) -> _Stack:

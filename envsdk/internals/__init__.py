@@ -196,5 +196,8 @@ from envsdk.internals.tune import (
 from envsdk.internals.tune import (
     trial_experiment_dir as trial_experiment_dir,
 )
+from envsdk.internals.tune import (
+    uncount_iteration as uncount_iteration,
+)
 
 RAY_VERSION = "2.60.0"  # what the assumptions were checked against

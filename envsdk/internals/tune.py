@@ -39,6 +39,18 @@ def release_utilization_monitor(trainable: Any) -> None:
         trainable._monitor = UtilMonitor(start=False)
 
 
+def uncount_iteration(trainable: Any, result: dict[str, Any]) -> None:
+    """Take the iteration that just ended out of the count: its result and the next one's number.
+
+    ``Trainable.train`` adds one to its private ``_iteration`` (and ``_iterations_since_restore``)
+    after each ``step()``, puts that in the result as ``training_iteration``, then calls
+    ``log_result`` (RLlib's ``on_train_result``) with the same dict.  Upstream: Ray Tune 2.60.0.
+    """
+    trainable._iteration -= 1
+    trainable._iterations_since_restore -= 1
+    result["training_iteration"] = trainable._iteration
+
+
 def stop_tune_gracefully() -> None:
     """Tune's own graceful stop: ``tune.run``/``Tuner.fit`` treat SIGUSR1 like Ctrl-C, ending the
     trials as unfinished so that ``Tuner.restore`` resumes them."""

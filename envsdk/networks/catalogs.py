@@ -90,8 +90,19 @@ class AnySpaceMixin:
         )
 
 
+VALUE_HEADS = "value_heads"  # envsdk's model_config key: one value output per reward signal, by name
+
+
 class AnySpacePPOCatalog(AnySpaceMixin, PPOCatalog):
-    """PPO, APPO, IMPALA (and MARWIL): RLlib's PPOCatalog with any-space encoders."""
+    """PPO, APPO, IMPALA (and MARWIL): RLlib's PPOCatalog with any-space encoders, and one value
+    output per name in ``model_config``'s :data:`VALUE_HEADS` (ML-Agents' value head per reward
+    signal; RLlib's module then returns values of shape ``(batch, heads)``)."""
+
+    def __init__(self, observation_space: gym.Space, action_space: gym.Space, model_config_dict: dict):
+        super().__init__(observation_space, action_space, model_config_dict)
+        heads = model_config_dict.get(VALUE_HEADS)
+        if heads:
+            self.vf_head_config.output_layer_dim = len(heads)
 
 
 class AnySpaceDQNCatalog(AnySpaceMixin, DQNCatalog):

@@ -33,7 +33,7 @@ from ray.rllib.algorithms.sac.torch.default_sac_torch_rl_module import DefaultSA
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.default_model_config import DefaultModelConfig
-from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule
+from ray.rllib.core.rl_module.multi_rl_module import MultiRLModule, MultiRLModuleSpec
 from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
@@ -55,6 +55,7 @@ from envsdk.errors import UserError
 from envsdk.networks.catalogs import (
     Q_NETWORK,
     Q_NETWORKS,
+    VALUE_HEADS,
     AnySpaceBCCatalog,
     AnySpaceDQNCatalog,
     AnySpacePPOCatalog,
@@ -69,6 +70,7 @@ from envsdk.networks.masking import (
     MaskedPPOTorchRLModule,
     MaskedSACTorchRLModule,
 )
+from envsdk.notices import notice
 
 # RLlib's default module class -> (our catalog, our masking module or None, action spaces it takes)
 SUPPORT: dict[type, tuple[type, type | None, tuple[type, ...] | None]] = {
@@ -233,6 +235,8 @@ def describe(obs: gym.Space, act: gym.Space, model_config: dict[str, Any] | None
         reads += f" -> heads MLP {heads} {model_config['head_fcnet_activation']}"
     mask = ", masked" if has_action_mask(obs) else ""
     critic = f"; Q-networks: [obs, action] -> {mlp}" if model_config.get(Q_NETWORK) == "concat" else ""
+    if model_config.get(VALUE_HEADS):
+        critic += f"; a value per reward signal: {', '.join(model_config[VALUE_HEADS])}"
     return f"{reads}; actions {describe_actions(act)}{mask}{critic}"
 
 
@@ -261,6 +265,12 @@ def check_modules(
             _first_pass(pid, modules[pid], obs, custom)
     lines = []
     for pid, module in sorted(modules.items()):
+        if custom and (module.model_config or {}).get("use_lstm") and not module.is_stateful():
+            notice(  # the default model's memory is RLlib's catalog's: a custom module has its own or none
+                f"model_config.use_lstm: the {custom} keeps no memory (its is_stateful() is False), so"
+                " use_lstm changes nothing; drop it, or give the module a memory of its own"
+                " (get_initial_state)"
+            )
         what = custom or describe(
             module.observation_space, module.action_space, dict(module.model_config or {})
         )
@@ -272,7 +282,7 @@ def _build_modules(config: Any, env: Any, custom: str | None) -> dict[str, Any]:
     """Each policy's module as the config builds it, by policy id; UserErrors for what the model
     (``custom``, or the default one) cannot be built with."""
     try:
-        if config.is_multi_agent:
+        if config.is_multi_agent or isinstance(config.rl_module_spec, MultiRLModuleSpec):
             spec: Any = config.get_multi_rl_module_spec(env=env, inference_only=False)
             specs = dict(spec.rl_module_specs)
         else:

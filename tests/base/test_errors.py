@@ -62,8 +62,8 @@ CASES = {
         ["'run: DDPG' was removed", "the nearest is SAC"],
     ),
     "exploration": (
-        "exp:\n  run: DQN\n  env: CartPole-v1\n  config:\n    exploration_config: {type: Curiosity}\n",
-        ["type 'Curiosity' has no equivalent", "epsilon"],
+        "exp:\n  run: DQN\n  env: CartPole-v1\n  config:\n    exploration_config: {type: SoftQ}\n",
+        ["type 'SoftQ' has no equivalent", "epsilon"],
     ),
     "filter": (
         "exp:\n  run: PPO\n  env: CartPole-v1\n  config: {observation_filter: MyFilter}\n",

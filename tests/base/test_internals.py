@@ -233,6 +233,30 @@ def test_a_released_utilization_monitor_is_not_joined_by_stop(tmp_path):
             algo.stop()
 
 
+def test_an_iteration_uncounted_in_the_results_hook_is_not_counted():
+    """``Trainable.train`` numbers the iteration from ``_iteration`` and then hands the same result to
+    ``log_result`` (RLlib's ``on_train_result``): an iteration uncounted there reports the number
+    before it, and the next one takes its number (internals.uncount_iteration)."""
+    from ray.tune import Trainable
+
+    class Starting(Trainable):
+        def step(self):
+            return {"starting": self.iteration == 0 and not getattr(self, "waited", False)}
+
+        def log_result(self, result):
+            if result["starting"]:
+                self.waited = True
+                internals.uncount_iteration(self, result)
+
+    trainable = Starting(config={})
+    try:
+        results = [trainable.train() for _ in range(3)]
+        assert [r["training_iteration"] for r in results] == [0, 1, 2]
+        assert trainable.iteration == 2
+    finally:
+        trainable.stop()
+
+
 def test_tune_stops_gracefully_on_sigusr1():
     import ray.tune.tune as tune_module
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from envsdk import internals
+from envsdk import internals, substitutions
 from envsdk.cli.train import main
 from envsdk.config import legacy
 from envsdk.config.experiment import load_experiments
@@ -149,6 +149,27 @@ def test_exploration_config_becomes_the_closest_setting(tmp_path, capsys):
     )
     assert ppo.explore is True
     assert not any("dropped" in n for n in notices), notices
+
+
+@pytest.mark.substitution(substitutions.PPO_LEARNER)
+def test_ray_1_curiosity_becomes_the_curiosity_reward_signal(tmp_path, capsys):
+    _, config, notices = build(
+        tmp_path,
+        experiment(
+            "PPO", "CartPole-v1",
+            "exploration_config: {type: Curiosity, eta: 0.2, lr: 0.002, feature_dim: 64, beta: 0.3,"
+            " forward_net_hiddens: [64], sub_exploration: {type: StochasticSampling}}",
+        ),
+        capsys,
+    )  # fmt: skip
+    (line,) = [n for n in notices if "Curiosity exploration" in n]
+    assert (
+        "curiosity: {strength: 0.2 (eta), learning_rate: 0.002 (lr), encoding_size: 64 (feature_dim)}" in line
+    )
+    assert "dropped beta (" in line and "forward_net_hiddens (" in line and "sub_exploration (" in line
+    signals = config.rl_module_spec.rl_module_specs["default_policy@reward_signals"].model_config
+    (curiosity,) = [s for s in signals["reward_signals"] if s["name"] == "curiosity"]
+    assert (curiosity["strength"], curiosity["learning_rate"], curiosity["hidden_units"]) == (0.2, 0.002, 64)
 
 
 @pytest.mark.parametrize(

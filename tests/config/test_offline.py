@@ -111,3 +111,105 @@ def test_offline_config_without_data_names_it(tmp_path):
     assert out.returncode == 2
     assert "the offline data 'cartpole-expert.npz' is not there" in out.stderr
     assert "rollout.py" in out.stderr  # how to record it
+
+
+# ---- ML-Agents demonstrations (.demo) as offline data ------------------------------------------
+
+LEAN = ROOT / "tests" / "data" / "demos" / "cartpole_lean.py"
+
+
+def _demo(shapes, continuous=0, branches=(2,), dones=(0, 0, 1, 0, 1, 0), limit=(0, 0, 0, 0, 1, 0)):
+    from unity_bridge.demo_files import Demonstration
+
+    rng = np.random.default_rng(0)
+    rows = len(dones)
+    return Demonstration(
+        behavior_name="Walker",
+        observation_shapes=shapes,
+        continuous_size=continuous,
+        discrete_branches=branches,
+        observations=tuple(rng.random((rows, *s), dtype=np.float32) for s in shapes),
+        continuous_actions=rng.random((rows, continuous), dtype=np.float32),
+        discrete_actions=np.asarray([rng.integers(0, b, rows) for b in branches], np.int64).T.reshape(
+            rows, -1
+        ),
+        rewards=rng.random(rows, dtype=np.float32),
+        dones=np.asarray(dones, bool),
+        max_step_reached=np.asarray(limit, bool),
+        final_observations=tuple(rng.random((3, *s), dtype=np.float32) for s in shapes),
+    )
+
+
+@pytest.mark.parametrize(("continuous", "branches"), [(0, (3,)), (2, ())])
+def test_demo_becomes_transitions(tmp_path, continuous, branches):
+    """Vectors concatenated; each episode's next observations, its last one the recorded final one;
+    ended by the game: terminated, by the step limit or the recording's end: truncated."""
+    from envsdk.config.offline import demo_transitions
+    from unity_bridge.demo_files import read_demo, write_demo
+
+    write_demo(tmp_path / "walk.demo", _demo(((3,), (2,)), continuous, branches))
+    demo = read_demo(tmp_path / "walk.demo")
+    rows = demo_transitions(tmp_path / "walk.demo")
+    obs = np.concatenate(demo.observations, axis=1)
+    finals = np.concatenate(demo.final_observations, axis=1)
+    np.testing.assert_array_equal(rows["obs"], obs)
+    np.testing.assert_array_equal(rows["new_obs"], [obs[1], obs[2], finals[0], obs[4], finals[1], finals[2]])
+    expected = demo.discrete_actions[:, 0] if branches else demo.continuous_actions
+    np.testing.assert_array_equal(rows["actions"], expected)
+    assert rows["terminateds"].tolist() == [False, False, True, False, False, False]
+    assert rows["truncateds"].tolist() == [False, False, False, False, True, True]
+    assert len(set(rows["eps_id"])) == 3
+
+
+@pytest.mark.parametrize(
+    ("shapes", "continuous", "branches", "words"),
+    [
+        (((4,), (6, 8, 3)), 0, (2,), "observations [(4,), (6, 8, 3)] are not all vectors"),
+        (((4,),), 0, (2, 3), "actions are 0 continuous + discrete branches [2, 3], not one discrete branch"),
+        (((4,),), 2, (3,), "actions are 2 continuous + discrete branches [3], not one"),
+    ],
+)
+def test_demo_offline_cannot_read_is_refused(tmp_path, shapes, continuous, branches, words):
+    from envsdk.config.offline import demo_transitions
+    from envsdk.errors import UserError
+    from unity_bridge.demo_files import write_demo
+
+    write_demo(tmp_path / "walk.demo", _demo(shapes, continuous, branches))
+    with pytest.raises(UserError) as error:
+        demo_transitions(tmp_path / "walk.demo")
+    assert words in error.value.message and "\n" not in error.value.message and error.value.hint
+
+
+def test_unreadable_demo_input_is_refused_before_training(tmp_path):
+    (tmp_path / "cut.demo").write_bytes(b"\x05\x08\x01")
+    (tmp_path / "bc.yaml").write_text("bc:\n  run: BC\n  env: CartPole-v1\n  config:\n    input: cut.demo\n")
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), "-f", "bc.yaml", "--dry-run"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.startswith(("error:", "  fix:"))]
+    assert len(lines) == 2 and "bc.yaml:5" in lines[0] and "cut.demo is cut short" in lines[0], out.stderr
+
+
+def test_bc_learns_from_a_scripted_players_demo(train, tmp_path):
+    """rollout.py --policy records a scripted CartPole player as a .demo; input: that file trains BC,
+    whose cloned policy (played by the run's evaluation) returns far more than random play's ~22."""
+    from tests.helpers import rollout_here
+
+    recorded = rollout_here("--policy", f"{LEAN}:push", "--env", "CartPole-v1", "--episodes", 4,
+                            "--seed", 0, "--out", tmp_path / "lean.demo")  # fmt: skip
+    assert recorded.returncode == 0, recorded.stderr
+    (tmp_path / "bc.yaml").write_text(
+        "lean-bc:\n  run: BC\n  env: CartPole-v1\n  stop: {training_iteration: 2}\n  config:\n"
+        "    input: lean.demo\n    train_batch_size_per_learner: 256\n    dataset_num_iters_per_learner: 40\n"
+        "    lr: 0.01\n    evaluation_interval: 1\n    evaluation_duration: 5\n"
+        "    evaluation_duration_unit: episodes\n    model_config: {fcnet_hiddens: [32]}\n"
+    )
+    out = train("-f", "bc.yaml", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
+    assert "input: lean.demo read as transitions" in out.stderr
+    (trial,) = trial_dirs(train.results)
+    rows = progress_rows(trial)
+    assert len(rows) == 2
+    assert float(rows[-1]["evaluation/env_runners/episode_return_mean"]) > 60

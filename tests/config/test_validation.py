@@ -365,7 +365,7 @@ def test_g_our_own_bugs_are_not_reported_as_config_mistakes(tmp_path, monkeypatc
 
 
 def test_e_check_env_closes_a_game_that_fails(tmp_path):
-    from envsdk.envs.checker import check_env
+    from envsdk.envs.checkup.verdict import check_env
     from envsdk.envs.registry import resolve_env
 
     before = player_pids()

@@ -21,7 +21,7 @@ import torch
 import yaml
 from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
-from envsdk.config.env_checks import EnvCheckSettings
+from envsdk.config.own_keys.env_checks import EnvCheckSettings
 from envsdk.envs.faults.guard import SingleAgentGuard, Site, compile_check
 from envsdk.envs.faults.records import EnvStalled, ObservationFault, RewardFault
 from envsdk.envs.faults.stall_watch import arm_main_thread
@@ -607,6 +607,7 @@ def test_an_iteration_with_no_sampled_count_is_empty(nothing):
     from envsdk.training.hooks.restarts import check_result
 
     algo = _Algo()
+    check_result(algorithm=algo, result=_result(200), allowed=3)  # delivered once: past its start
     for expected in (1, 2):
         result = _result(nothing)
         check_result(algorithm=algo, result=result, allowed=3)
@@ -644,8 +645,9 @@ def test_a_restarting_runner_gets_its_grace_and_then_the_run_ends(monkeypatch):
     # without restarts asked for, a dead runner's first empty iteration ends the run
     with pytest.raises(restarts.EnvRunnersFailed, match=r"1 iteration\(s\) in a row"):
         restarts.check_result(algorithm=_Algo(), result=_result(math.nan, healthy=0), allowed=0)
-    # healthy runners that deliver nothing: the 4th empty iteration ends the run
+    # healthy runners that delivered once and then nothing: the 4th empty iteration ends the run
     healthy = _Algo()
+    restarts.check_result(algorithm=healthy, result=_result(200), allowed=3)
     for _ in range(restarts.EMPTY_ITERATIONS_ALLOWED):
         restarts.check_result(algorithm=healthy, result=_result(0), allowed=3)
     with pytest.raises(restarts.EnvRunnersFailed, match="within sample_timeout_s"):

@@ -180,7 +180,7 @@ def test_allowed_version_replaces_only_forbidden_choices(act):
 @pytest.mark.parametrize("act", ["discrete", "multidiscrete", "box", "hybrid"])
 def test_envsdk_check_steps_only_allowed_actions(obs, act):
     """The user-style env raises on a masked action: the checker (gymnasium's too) must not send one."""
-    from envsdk.envs.checker import check_env
+    from envsdk.envs.checkup.verdict import check_env
     from envsdk.envs.registry import resolve_env
     from envsdk.networks.choice import describe
 

@@ -196,3 +196,40 @@ def test_3dball_randomize_sends_samplers_and_the_game_draws_each_episode(standin
         assert len(drawn) >= 20 and all(low <= v <= high for v in drawn), (name, drawn[:5])
         third = (high - low) / 3
         assert min(drawn) < low + third and max(drawn) > high - third, (name, min(drawn), max(drawn))
+
+
+@pytest.mark.parametrize("config", ["Pyramids.imitation.yaml", "PyramidsRND.ppo.yaml"])
+def test_pyramids_signals_and_cloning_train_unchanged_from_a_demo_we_recorded(
+    config, standin_builds, tmp_path
+):
+    """ML-Agents' imitation and RND files for Pyramids, unchanged, beside the demonstration their
+    demo_path names (recorded by rollout.py from a scripted player of the stand-in's Pyramids): each
+    trains with every signal's reward and loss, and cloning's, as progress.csv columns."""
+    demo = tmp_path / "Project/Assets/ML-Agents/Examples/Pyramids/Demos/ExpertPyramid.demo"
+    demo.parent.mkdir(parents=True)
+    build = standin_builds / "Pyramids"
+    recorded = subprocess.run(
+        [sys.executable, str(ROOT / "rollout.py"), "--env", "unity", "--env-config",
+         json.dumps({"file_name": str(build), "no_graphics": True}), "--episodes", "4",
+         "--policy", f"{ROOT / 'tests/data/demos/pyramids_expert.py'}:play", "--out", str(demo)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=180,
+    )  # fmt: skip
+    assert recorded.returncode == 0 and demo.is_file(), recorded.stderr[-3000:]
+    assert "return mean 1.99" in recorded.stdout  # the scripted player finds the brick every time
+    out = tmp_path / "results"
+    trained = subprocess.run(
+        [sys.executable, str(ROOT / "train.py"), str(CONFIGS / config), "--env", str(build),
+         "--results-dir", str(out), *SHORT, "--stop-iters", "1"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    (row,) = rows(out)
+    signals = yaml.safe_load((CONFIGS / config).read_text())["behaviors"]["Pyramids"]["reward_signals"]
+    prefix = "learners/Pyramids/reward_signals"
+    for name in signals:
+        assert float(row[f"{prefix}/{name}/reward_mean"]) == float(row[f"{prefix}/{name}/reward_mean"])
+    if config.startswith("Pyramids.imitation"):
+        assert float(row[f"{prefix}/gail/loss"]) > 0
+        assert float(row["learners/Pyramids/behavioral_cloning/loss"]) > 0
+    else:
+        assert float(row[f"{prefix}/rnd/loss"]) > 0

@@ -474,7 +474,7 @@ def test_several_observations_make_a_dict_space():
 
 
 def test_gym_view_of_a_one_agent_game():
-    from envsdk.envs.checker import check_env
+    from envsdk.envs.checkup.verdict import check_env
     from envsdk.envs.registry import resolve_env
 
     report = check_env(resolve_env("unity-single"), {"file_name": CHASE, "no_graphics": True}, steps=300)

@@ -111,7 +111,15 @@ class Camera:
                 pygame.display.init()
                 self._screen = pygame.display.set_mode((max(size, 1), max(size, 1)))
             except pygame.error as err:
-                log(f"Unable to open display {os.environ.get('DISPLAY', '(unset)')}: {err}")
+                said = f"Unable to open display {os.environ.get('DISPLAY', '(unset)')}: {err}"
+                log(said)
+                # Also where a person reads it (a Unity player writes it to its log only): without
+                # -logFile the exit would say nothing.
+                print(
+                    f"stand-in player: {said}; it draws its cameras in a window: give it -nographics"
+                    " (env_config: {no_graphics: true}), or a display ($DISPLAY, Xvfb)",
+                    file=sys.stderr,
+                )
                 raise SystemExit(1) from err
             pygame.display.set_caption("stand-in player")
             log(f"graphics: SDL driver {pygame.display.get_driver()} on DISPLAY={os.environ.get('DISPLAY')}")

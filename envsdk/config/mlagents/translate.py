@@ -31,11 +31,7 @@ CONV_FILTERS = {
 }
 STOP_WHEN_EVERY_POLICY_IS_DONE = "policy_progress/all"
 ALGORITHMS = {"ppo": "PPO", "sac": "SAC"}
-LATER = {
-    "poca": "MA-POCA is issue #60",
-    "reward_signals": "curiosity, RND and GAIL are issue #59",
-    "behavioral_cloning": "behavioral cloning is issue #59",
-}
+LATER = {"poca": "MA-POCA is issue #60"}
 
 # What every key becomes, for the docs' table (docs/mlagents-learn.md) and --dry-run.
 RULES: dict[str, str] = {
@@ -60,7 +56,7 @@ RULES: dict[str, str] = {
     "hyperparameters.steps_per_update": "training_intensity = batch_size / steps_per_update",
     "hyperparameters.save_replay_buffer": "replay buffer in checkpoints (RLlib always stores it)",
     "hyperparameters.init_entcoef": "initial_alpha",
-    "hyperparameters.reward_signal_steps_per_update": "a notice (only for non-extrinsic signals)",
+    "hyperparameters.reward_signal_steps_per_update": "a notice: the signals update with each SAC update",
     "network_settings.normalize": "observation_filter: MeanStdFilter",
     "network_settings.hidden_units, num_layers": "model.fcnet_hiddens [hidden_units] x num_layers, swish",
     "network_settings.vis_encode_type": "model.conv_filters (simple, nature_cnn); others refused",
@@ -69,9 +65,11 @@ RULES: dict[str, str] = {
     "network_settings.goal_conditioning_type": "a notice: goal signals are concatenated",
     "network_settings.deterministic": "a notice: rollout.py plays greedily by default",
     "reward_signals.extrinsic.gamma": "gamma",
-    "reward_signals.extrinsic.strength": "1.0 only (else refused)",
-    "reward_signals.curiosity, rnd, gail": "refused: " + LATER["reward_signals"],
-    "behavioral_cloning": "refused: " + LATER["behavioral_cloning"],
+    "reward_signals": "extrinsic alone at strength 1: the game's reward, discounted by gamma; else"
+    " reward_signals (the same keys and meaning; a behavior's own in algorithm_config_overrides_per_module)",
+    "reward_signals.gail.demo_path": "the same key, from the working directory as mlagents-learn reads it",
+    "behavioral_cloning": "behavioral_cloning (the same keys and meaning; a behavior's own in"
+    " algorithm_config_overrides_per_module)",
     "time_horizon": "time_horizon: each agent's trajectory cut every N of its own steps and bootstrapped"
     " (rollout_fragment_length: N x the agents in one step of the game)",
     "max_steps": "policy_max_steps (agent steps); the run stops when every policy has them",
@@ -120,6 +118,13 @@ class Translation:
         if isinstance(where, tuple) and isinstance(where[0], LineDict) and where[1] in where[0].lines:
             target.lines[key] = where[0].lines[where[1]]
         self.said.append((frm, f"{'' if top else 'config.'}{key}: {value!r}"))
+
+    def overrides(self, per_policy: dict[str, dict[str, Any]], frm: str) -> None:
+        """Policies' own settings, merged into ``algorithm_config_overrides_per_module``."""
+        merged = dict(self.config.get("algorithm_config_overrides_per_module") or {})
+        for policy, own in per_policy.items():
+            merged[policy] = {**merged.get(policy, {}), **own}
+        self.put("algorithm_config_overrides_per_module", merged, frm)
 
     def note(self, frm: str, what: str) -> None:
         """A key with no equivalent: one notice, and the line in ``--dry-run``."""
@@ -186,19 +191,6 @@ def _one_algorithm(behaviors: LineDict) -> None:
                 f"{at}: trainer_type {settings['trainer_type']} is not built yet ({LATER['poca']})",
                 "use trainer_type: ppo (each agent learns from its own and its group's rewards)",
             )
-        refused = [s for s in settings["reward_signals"] if s != "extrinsic"]
-        if refused:
-            raise UserError(
-                f"{where_of(settings, 'reward_signals', at)}: reward signal {refused[0]} is not built yet"
-                f" ({LATER['reward_signals']})",
-                "train with the extrinsic signal alone (remove the others)",
-            )
-        if settings["behavioral_cloning"] is not None:
-            raise UserError(
-                f"{where_of(settings, 'behavioral_cloning', at)}: behavioral_cloning is not built yet"
-                f" ({LATER['behavioral_cloning']})",
-                "remove behavioral_cloning (rollout.py and `envsdk bc` train from experience files)",
-            )
 
 
 # Keys that RLlib sets once for the whole run: every behavior must give them the same value.
@@ -210,7 +202,6 @@ GLOBAL = (
     "checkpoint_interval",
     "keep_checkpoints",
     "even_checkpoints",
-    "reward_signals",
     "threaded",
 )
 # PPO's hyperparameters that RLlib's learners read per policy (AlgorithmConfig.get_config_for_module):
@@ -253,14 +244,7 @@ def _shared(t: Translation, behaviors: LineDict) -> None:
         t.note(
             "threaded", "no equivalent: RLlib samples, then trains (num_env_runners > 0 samples meanwhile)"
         )
-    extrinsic = first["reward_signals"]["extrinsic"]
-    if extrinsic["strength"] != 1.0:
-        raise UserError(
-            f"{where_of(first['reward_signals'], 'extrinsic', behaviors.where(names[0]))}: extrinsic"
-            f" strength {extrinsic['strength']} would scale the game's rewards, which RLlib does not",
-            "use strength: 1.0 (or scale the rewards in the game)",
-        )
-    t.put("gamma", extrinsic["gamma"], "reward_signals.extrinsic.gamma")
+    _reward_signals(t, behaviors)
     t.put(
         "min_sample_timesteps_per_iteration", first["summary_freq"], "summary_freq", (first, "summary_freq")
     )
@@ -286,6 +270,61 @@ def _self_play(t: Translation, behaviors: LineDict) -> None:
     own = {p: {k: v for k, v in b.items() if v != first[k]} for p, b in given.items()}
     settings = {**first, "policies": {p: o for p, o in own.items() if o}} if any(own.values()) else first
     t.put("self_play", settings, "self_play")
+
+
+def _plain(value: Any) -> Any:
+    """A checked mapping as plain data, its unset (None) keys left out for the run's defaults."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items() if v is not None}
+    return value
+
+
+def _demos_resolved(block: dict[str, Any]) -> dict[str, Any]:
+    """``demo_path`` from the working directory, as mlagents-learn opens it."""
+    if "demo_path" in block:
+        block = {**block, "demo_path": str(Path(block["demo_path"]).expanduser().resolve())}
+    return block
+
+
+def _reward_signals(t: Translation, behaviors: LineDict) -> None:
+    """Each behavior's reward signals and behavioral cloning.  The game's reward alone (extrinsic at
+    strength 1) is RLlib's own reward, discounted by ``gamma``; anything else is ``reward_signals``
+    (:mod:`envsdk.config.own_keys.reward_signals`), the first behavior's for all and each other's under
+    ``algorithm_config_overrides_per_module``, as each behavior has its own signals in mlagents-learn."""
+    from unity_bridge.behavior_names import default_policy_id
+
+    def signals(settings: LineDict) -> dict[str, Any]:
+        return {name: _demos_resolved(_plain(block)) for name, block in settings["reward_signals"].items()}
+
+    def cloning(settings: LineDict) -> dict[str, Any] | None:
+        block = settings["behavioral_cloning"]
+        return None if block is None else _demos_resolved(_plain(block))
+
+    first = next(iter(behaviors.values()))
+    own = {default_policy_id(str(n)): (signals(s), cloning(s)) for n, s in behaviors.items()}
+    mine = own[next(iter(own))]
+    game_reward_only = (
+        all(
+            set(sig) == {"extrinsic"} and sig["extrinsic"].get("strength", 1.0) == 1.0
+            for sig, _ in own.values()
+        )
+        and len({sig["extrinsic"].get("gamma", 0.99) for sig, _ in own.values()}) == 1
+    )
+    rewards = first["reward_signals"]
+    gamma_from = rewards["extrinsic"] if "extrinsic" in rewards else next(iter(rewards.values()))
+    t.put("gamma", gamma_from["gamma"], "reward_signals.extrinsic.gamma")
+    if not game_reward_only:
+        t.put("reward_signals", mine[0], "reward_signals", (first, "reward_signals"))
+    if mine[1] is not None:
+        t.put("behavioral_cloning", mine[1], "behavioral_cloning", (first, "behavioral_cloning"))
+    overrides: dict[str, dict[str, Any]] = {}
+    for policy, (sig, bc) in own.items():
+        if not game_reward_only and sig != mine[0]:
+            overrides.setdefault(policy, {})["reward_signals"] = sig
+        if bc != mine[1]:
+            overrides.setdefault(policy, {})["behavioral_cloning"] = bc
+    if overrides:
+        t.overrides(overrides, "reward_signals, behavioral_cloning (a behavior's own)")
 
 
 def _schedule(value: float, kind: str, max_steps: int, floor: float) -> Any:
@@ -325,7 +364,7 @@ def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
         if own:
             overrides[default_policy_id(str(name))] = own
     if overrides:
-        t.put("algorithm_config_overrides_per_module", overrides, "hyperparameters (a behavior's own)")
+        t.overrides(overrides, "hyperparameters (a behavior's own)")
     t.put("lambda_", h["lambd"], "hyperparameters.lambd", (h, "lambd"))
     t.put("time_horizon", settings["time_horizon"], "time_horizon", (settings, "time_horizon"))
 
@@ -350,7 +389,7 @@ def _sac(t: Translation, settings: LineDict) -> None:
     if h["save_replay_buffer"]:
         t.note("save_replay_buffer", "RLlib's checkpoints hold the replay buffer always")
     if h["reward_signal_steps_per_update"] is not None:
-        t.note("reward_signal_steps_per_update", "only for curiosity, RND and GAIL, which are refused")
+        t.note("reward_signal_steps_per_update", "the signals' models update with each SAC update")
 
 
 def _network(t: Translation, network: LineDict, behaviors: LineDict) -> None:

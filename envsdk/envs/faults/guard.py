@@ -14,7 +14,7 @@ torch's ``probability tensor contains either inf, nan`` for a NaN observation, n
   (benchmarks/env_checks.py measures it); a fault names the env, the runner, the
   sub-env, the agent, the step of its episode, the value and the space.
 
-Settings: :mod:`envsdk.config.env_checks`.  Docs: docs/env-faults.md.
+Settings: :mod:`envsdk.config.own_keys.env_checks`.  Docs: docs/env-faults.md.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ RESTART_FIX = (
 class Problem:
     """One fault in one observation: what (``kind``), where in it (``path``), and in which sub-env."""
 
-    kind: str  # nan | shape | number | bounds | missing
+    kind: str  # nan | shape | number | dtype | range | bounds | missing
     path: str
     detail: str
     sub_env: int | None = None
@@ -100,6 +100,15 @@ def _as_numbers(check: Any, value: Any, path: str) -> tuple[np.ndarray, Problem 
         sub_env, index = _first(bad, lead=check.lead)
         return array, Problem("nan", path + index, f"{array[tuple(np.argwhere(bad)[0])]}", sub_env)
     return array, None
+
+
+def _uncast(check: Any, array: np.ndarray, path: str) -> Problem | None:
+    """Values in range whose dtype a vector env cannot stack into the space's (numpy's
+    ``same_kind``: float64 for a uint8 image), where nothing else is wrong with them."""
+    want = np.dtype(check.space.dtype)
+    if np.can_cast(array.dtype, want, "same_kind"):
+        return None
+    return Problem("dtype", path, f"dtype {array.dtype}, where the space says {want}")
 
 
 SMALL = 16  # values up to this size are compared in Python (numpy's per-call cost is larger)
@@ -149,11 +158,11 @@ class _BoxCheck(_Check):
 
     def problem(self, value: Any, path: str) -> Problem | None:
         array, found = _as_numbers(self, value, path)
-        if found is not None or self.bounds == "off":
+        if found is not None:
             return found
         outside = (array < self.low) | (array > self.high)
-        if not outside.any():
-            return None
+        if self.bounds == "off" or not outside.any():
+            return _uncast(self, array, path)
         where = tuple(np.argwhere(outside)[0])
         sub_env, index = _first(outside, self.lead)
         inner = where[self.lead :]
@@ -193,7 +202,7 @@ class _IntegerCheck(_Check):
             return found
         bad = (array < self.low) | (array > self.high) | (array != np.floor(array))
         if not bad.any():
-            return None
+            return _uncast(self, array, path)
         sub_env, index = _first(bad, self.lead)
         return Problem(
             "bounds", path + index, f"{array[tuple(np.argwhere(bad)[0])]}, not in {self.space}", sub_env
@@ -261,6 +270,9 @@ FIXES = {
     "number": "return numbers (a numpy array) as observation_space declares",
     "missing": "return every part that observation_space declares",
     "bounds": "widen the space's low/high, clip in the env, or set env_checks: {observation_bounds: warn}",
+    "dtype": "return arrays of the space's dtype: np.zeros(shape, dtype), or value.astype(dtype)",
+    "range": "clip the values to the space's bounds, or declare a dtype that holds them (the space's"
+    " dtype cannot: the vector env failed to cast them)",
 }
 
 
@@ -388,6 +400,8 @@ class Guard:
             "nan": f"a non-finite observation: obs{problem.path} = {problem.detail}",
             "shape": f"an observation{problem.path and ' part ' + problem.path} of {problem.detail}",
             "number": f"an observation{problem.path and ' part ' + problem.path} of {problem.detail}",
+            "dtype": f"an observation{problem.path and ' part ' + problem.path} of {problem.detail}",
+            "range": f"obs{problem.path} = {problem.detail}",
             "missing": f"an observation with {problem.detail}",
             "bounds": f"obs{problem.path} = {problem.detail}",
         }[problem.kind]
@@ -439,13 +453,21 @@ class SingleAgentGuard(Guard):
     def _explain(self, err: Exception) -> None:
         # gymnasium's SyncVectorEnv keeps each sub-env's observation before it stacks them.
         parts = internals.sub_env_observations(self.env.unwrapped)
-        if not isinstance(err, ValueError) or parts is None:
+        if not isinstance(err, ValueError | TypeError) or parts is None:
             return
-        for sub_env, obs in enumerate(parts):
-            found = self.one.problem(obs, "") if not self.one.fine(obs) else None
-            if found is not None and found.kind != "bounds":
+        found = [
+            (i, p)
+            for i, obs in enumerate(parts)
+            if not self.one.fine(obs) and (p := self.one.problem(obs, ""))
+        ]
+        # A value outside the bounds fails to stack only where the dtype cannot hold it (300 for
+        # uint8: a failed cast); then it is the fault, whatever observation_bounds lets pass.
+        cast = isinstance(err, TypeError)
+        for sub_env, problem in found:
+            if problem.kind != "bounds" or cast:
                 self.t += 1  # the step that failed to stack is not counted yet
-                self._fault(Problem(found.kind, found.path, found.detail, sub_env), None)
+                kind = "range" if problem.kind == "bounds" else problem.kind
+                self._fault(Problem(kind, problem.path, problem.detail, sub_env), None)
 
 
 class MultiAgentGuard(Guard):

@@ -5,7 +5,7 @@ thread).  Past the stall bound, the watchdog raises :class:`EnvStalled` in the m
 the runner is local and the call can be interrupted (a signal), so the run ends as on any env
 error; otherwise, or if the call does not give up within ``GRACE_S``, it records the fault where
 the driver reads it (a remote runner's error file) and ends the process.  Settings:
-``env_checks: stall_timeout_s`` (:mod:`envsdk.config.env_checks`).
+``env_checks: stall_timeout_s`` (:mod:`envsdk.config.own_keys.env_checks`).
 """
 
 from __future__ import annotations

@@ -44,6 +44,7 @@ from unity_bridge.samplers import Sampler, parse_parameter, with_seeds
 from unity_bridge.settings import LaunchSettings, continuous_mapping, to_unity_range
 
 ALL = "__all__"
+GAME_RESTART_DELAY_S = 5.0  # a game's delay_between_env_runner_restarts_s (RLlib's: 60 s)
 # A MultiAgentEnv's step reply: observations, rewards, terminateds, truncateds and infos, by agent id.
 _Reply = tuple[dict[str, Any], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict]]
 _THREAD_WARN_FRACTION = 0.8
@@ -147,7 +148,14 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
     # RLlib's action normalisation keeps per-agent-id spaces, but Unity agent ids change every
     # episode; continuous actions are brought into [-1, 1] here instead (Unity passes on whatever
     # it gets), by env_config continuous_actions, and RLlib trains on the unclipped sample.
-    config_defaults: ClassVar[dict[str, Any]] = {"normalize_actions": False, "clip_actions": False}
+    # A crashed game's runner waits delay_between_env_runner_restarts_s before RLlib restarts it
+    # (60 s, for Ray's logs and a cluster's back-pressure): a game that crashes now and then would
+    # lose a minute per crash per runner; a new player starts in seconds.
+    config_defaults: ClassVar[dict[str, Any]] = {
+        "normalize_actions": False,
+        "clip_actions": False,
+        "delay_between_env_runner_restarts_s": GAME_RESTART_DELAY_S,
+    }
 
     def __init__(self, env_config: dict[str, Any] | None = None):
         super().__init__()  # type: ignore[no-untyped-call]  # RLlib's MultiAgentEnv
@@ -444,6 +452,7 @@ class UnityGymEnv(RLlibHooks, TaskSettable, gym.Env):
     env_callbacks = UnityEnv.env_callbacks
     stable_agent_ids = UnityEnv.stable_agent_ids
     build_in_dry_run = UnityEnv.build_in_dry_run
+    config_defaults: ClassVar[dict[str, Any]] = {"delay_between_env_runner_restarts_s": GAME_RESTART_DELAY_S}
 
     def get_task(self) -> dict[str, float | Sampler]:
         return self.multi.get_task()

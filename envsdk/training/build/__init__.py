@@ -15,7 +15,7 @@ Every config key a YAML file may hold is handled in this module:
 * ``policies`` (a list of ids), ``policy_mapping_fn`` (an import path) and
   ``policies_to_train`` go to ``config.multi_agent``; the Ray 1.x
   ``multiagent: {...}`` sub-dict is flattened into them;
-* ``self_play: {...}`` (:mod:`envsdk.config.self_play`) sets up the opponent
+* ``self_play: {...}`` (:mod:`envsdk.config.own_keys.self_play`) sets up the opponent
   modules, the mapping and the ELO callbacks (:mod:`envsdk.training.hooks.self_play`).
 """
 

@@ -15,8 +15,13 @@ from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from envsdk.config.environment_parameters import KEY as KEY
-from envsdk.config.environment_parameters import MAX_STEPS_KEY, PROGRESS, EnvironmentParameters, parse
+from envsdk.config.own_keys.environment_parameters import KEY as KEY
+from envsdk.config.own_keys.environment_parameters import (
+    MAX_STEPS_KEY,
+    PROGRESS,
+    EnvironmentParameters,
+    parse,
+)
 from envsdk.config.yamlio import LineDict
 from envsdk.envs.base import TaskSettable
 from envsdk.envs.curriculum import DrawingFactory

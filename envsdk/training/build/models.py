@@ -95,10 +95,20 @@ def model_settings(
         _check_value_function(plugin.cls, plugin.name, run)
         for path in [p for p in search if p[:2] == ("model", "custom_model_config") and len(p) > 2]:
             search[("model_config", *path[2:])] = search.pop(path)  # the plugin's options are model_config
+        # model: beside custom_model (use_lstm, fcnet_hiddens, ...) is the module's model_config too,
+        # where check_modules finds a use_lstm the module does not read
+        translated, _ = legacy.translate_model_options(given_model, where)
+        if translated:
+            notice(f"model options {sorted(translated)} go to model_config on the new API stack")
         # RLlib's learner connectors read max_seq_len for a stateful module, with no default there
         return ModelSettings(
             module_spec=RLModuleSpec(module_class=plugin.cls),
-            model_config={"max_seq_len": DefaultModelConfig.max_seq_len, **model_config, **options},
+            model_config={
+                "max_seq_len": DefaultModelConfig.max_seq_len,
+                **translated,
+                **model_config,
+                **options,
+            },
             plugin=f"custom RLModule {plugin.name} ({plugin.path})",
         )
     translated, origin = legacy.translate_model_options(given_model, where)

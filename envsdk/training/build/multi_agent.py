@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import contextlib
+import difflib
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 from ray.rllib.core import DEFAULT_MODULE_ID
 from ray.rllib.policy.policy import PolicySpec
 
-from envsdk.config.self_play import SelfPlaySettings
+from envsdk.config.own_keys.self_play import SelfPlaySettings
 from envsdk.config.yamlio import LineDict
 from envsdk.envs.checker import AGENT, EnvInfo
-from envsdk.envs.imports import import_ref
 from envsdk.errors import UserError
 from envsdk.notices import notice
 from envsdk.training.build.models import ModelSettings
@@ -21,7 +21,7 @@ from envsdk.training.hooks import self_play
 MULTI_AGENT_KEYS = ("policies", "policy_mapping_fn", "policies_to_train", "count_steps_by")
 
 
-def multi_agent_settings(values: LineDict, info: EnvInfo, paths: list[Path]) -> dict[str, Any]:
+def multi_agent_settings(values: LineDict, info: EnvInfo) -> dict[str, Any]:
     """Settings for ``config.multi_agent``; the env's own policies when the YAML names none."""
     multi_agent = {k: values.pop(k) for k in MULTI_AGENT_KEYS if k in values}
     named = {str(p) for p in multi_agent.get("policies") or ()}
@@ -32,9 +32,6 @@ def multi_agent_settings(values: LineDict, info: EnvInfo, paths: list[Path]) -> 
             f"{where}: policies {sorted(named)} need a multi-agent env, and this env has one agent",
             "drop policies and policy_mapping_fn (one agent trains one policy), or write a MultiAgentEnv",
         )
-    if isinstance(multi_agent.get("policy_mapping_fn"), str):
-        ref = multi_agent["policy_mapping_fn"]
-        multi_agent["policy_mapping_fn"] = import_ref(ref, paths, what="policy_mapping_fn")
     if isinstance(multi_agent.get("policies"), list):
         multi_agent["policies"] = set(multi_agent["policies"])
     if info.policies and "policies" not in multi_agent:
@@ -83,17 +80,60 @@ class PolicyPerAgent:
         return str(agent_id)
 
 
-def policy_of(config: AlgorithmConfig, info: EnvInfo) -> dict[str, str]:
-    """Agent id -> policy id for the agents of the env's first observation (where the mapping says)."""
+def policy_of(config: AlgorithmConfig, info: EnvInfo) -> dict[Any, str]:
+    """Agent id -> policy id for the env's agents (those of the start-up check's first observation,
+    and its possible agents), where the mapping says: each id checked against ``policies``
+    (:func:`check_mapping`).  A mapping that raises for an agent without a live episode (it reads
+    the episode's state) leaves that agent to training."""
     if not info.multi_agent:
         return {AGENT: DEFAULT_MODULE_ID}
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+
+    seen = {str(a) for a in info.first_obs}
+    agents = [*info.first_obs, *(a for a in info.agent_spaces if a not in seen)]
+    mapping: Any = config.policy_mapping_fn
     out = {}
-    for agent in info.first_obs:
-        try:
-            out[agent] = config.policy_mapping_fn(agent, None, worker=None)
-        except Exception:  # a mapping that needs a live episode: its agents are checked in training
+    for agent in agents:
+        episode = MultiAgentEpisode()
+        try:  # as RLlib's episodes call it: (agent id, the episode); RLlib's default takes a worker
+            out[agent] = mapping(agent, episode)
+        except TypeError:
+            with contextlib.suppress(Exception):
+                out[agent] = mapping(agent, episode, worker=None)
+        except Exception:
             continue
+    check_mapping(
+        out, set(config.policies or ()), given=mapping is not AlgorithmConfig.DEFAULT_POLICY_MAPPING_FN
+    )
     return out
+
+
+def check_mapping(mapped: dict[Any, Any], policies: set[str], given: bool = True) -> None:
+    """Each policy id the mapping gives an agent is one of ``policies``; else one line naming the
+    id, the agent and the policies there are (RLlib would fail deep in its episode, with a bare
+    ``AssertionError``, or on a policy without spaces: ``Observation space is not set``).
+    ``given``: the mapping is the user's (else RLlib's default, every agent to ``default_policy``)."""
+    listed = f"[{', '.join(sorted(map(str, policies)))}]"
+    for agent, policy in mapped.items():
+        if policy in policies:
+            continue
+        if not given:
+            raise UserError(
+                f"policies {listed} and no policy_mapping_fn: RLlib maps every agent to '{policy}',"
+                " which is not among them",
+                "add policy_mapping_fn: module.function, returning a policy id for each agent id",
+            )
+        if policy is None:
+            raise UserError(
+                f"policy_mapping_fn gives agent '{agent}' no policy (it returned None); policies: {listed}",
+                "return one of the policies for every agent of the env",
+            )
+        near = difflib.get_close_matches(str(policy), list(map(str, policies)), n=1, cutoff=0.8)
+        raise UserError(
+            f"policy_mapping_fn maps agent '{agent}' to policy '{policy}', which is not in"
+            f" policies: {listed}",
+            (f"did you mean '{near[0]}'? " if near else "") + "name the same ids in policies and the mapping",
+        )
 
 
 def set_up_self_play(

@@ -10,15 +10,18 @@ what is left at :func:`~envsdk.training.build.stages.stage_assemble` is RLlib's,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
 
-from envsdk.config.env_checks import EnvCheckSettings
-from envsdk.config.environment_parameters import EnvironmentParameters
-from envsdk.config.self_play import SelfPlaySettings
+from envsdk.config.own_keys.behavioral_cloning import Cloning
+from envsdk.config.own_keys.env_checks import EnvCheckSettings
+from envsdk.config.own_keys.environment_parameters import EnvironmentParameters
+from envsdk.config.own_keys.reward_signals import SignalPlan
+from envsdk.config.own_keys.self_play import SelfPlaySettings
 from envsdk.config.yamlio import LineDict
 from envsdk.envs.base import RLlibHooks
 from envsdk.envs.checker import EnvInfo
@@ -51,6 +54,9 @@ class OwnKeys:
     auto_runners: bool  # num_env_runners: auto, sized once Ray is up
     lessons: EnvironmentParameters | None = None  # environment_parameters, policy_max_steps
     initialize_from: tuple[dict[str, Path], str] = ({}, "")  # policy -> checkpoint, and where it is set
+    reward_signals: SignalPlan = field(default_factory=SignalPlan)  # the run's and each policy's
+    # policy ("*": every policy) -> its cloning settings (None: none)
+    behavioral_cloning: Mapping[str, Cloning | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

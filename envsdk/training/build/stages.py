@@ -18,22 +18,24 @@ from ray.rllib.core import DEFAULT_MODULE_ID
 
 from envsdk import speedups, substitutions
 from envsdk.config import offline
-from envsdk.config.env_checks import EnvCheckSettings
 from envsdk.config.experiment import Experiment, record
-from envsdk.config.self_play import SelfPlaySettings
+from envsdk.config.own_keys import behavioral_cloning
+from envsdk.config.own_keys import reward_signals as reward_signals_key
+from envsdk.config.own_keys.env_checks import EnvCheckSettings
+from envsdk.config.own_keys.self_play import SelfPlaySettings
 from envsdk.config.unread import unread_on_new_stack
 from envsdk.config.yamlio import LineDict, merge
 from envsdk.envs.base import hooks
 from envsdk.envs.checker import preflight, unbuilt
 from envsdk.envs.curriculum import apply_curriculum
-from envsdk.envs.imports import import_ref
 from envsdk.envs.registry import EnvWrappers, resolve_env
 from envsdk.errors import UserError
 from envsdk.networks.choice import check_modules
 from envsdk.networks.plugins import plugin_name, search_path
 from envsdk.notices import notice, quiet_rllib
-from envsdk.training.build import env_setup, lessons
+from envsdk.training.build import env_setup, lessons, reward_signals
 from envsdk.training.build.built import BuiltConfig, algorithm_class
+from envsdk.training.build.callables import Reported, resolve_callables
 from envsdk.training.build.models import ModelSettings, model_settings
 from envsdk.training.build.multi_agent import multi_agent_settings, policy_of, set_up_self_play
 from envsdk.training.build.parts import EnvPlan, Keys, Networks, OwnKeys, StartedEnv
@@ -54,7 +56,6 @@ from envsdk.training.build.translate import (
     check_values,
     evaluation_settings,
     extract_search_spaces,
-    resolve_callbacks,
     translate,
     valid_keys,
 )
@@ -72,7 +73,7 @@ from envsdk.training.substitutes.ppo.learner import PPOTorchLearner
 from envsdk.training.substitutes.replay import training_step
 from envsdk.training.substitutes.sac.learner import SACTorchLearner
 from envsdk.training.substitutes.sac.module import lean_sac_module
-from envsdk.training.substitutes.sampling import batched_runner
+from envsdk.training.substitutes.sampling import batched_runner, recording
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -145,7 +146,7 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
                 )
         check_values(evaluation, defaults, {}, {})
         values["evaluation_config"] = dict(evaluation)
-    resolve_callbacks(values, [exp.base_dir])
+    resolve_callables(values, [exp.base_dir])
     self_play_value = values.pop("self_play", None)
     self_play_settings = (
         None
@@ -166,7 +167,19 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     parameters = lessons.take(values)
     where = values.where(initialize_from.KEY)
     start_from = (initialize_from.take(values, exp.base_dir), where)
-    return OwnKeys(stock, self_play_settings, env_checks, sampler, auto_runners, parameters, start_from)
+    signals = reward_signals_key.take(values, keys.default_config.gamma, exp.base_dir)
+    if signals.given:
+        where = values.where(reward_signals_key.KEY)
+        reward_signals.check_run(reward_signals_key.KEY, exp.run, keys.default_config, stock, where)
+    default: Any = keys.default_config  # PPO's num_epochs and minibatch_size where it is PPO
+    epochs, batch = getattr(default, "num_epochs", 1), getattr(default, "minibatch_size", None) or 128
+    where = values.where(behavioral_cloning.KEY)
+    cloning = behavioral_cloning.take(values, epochs, batch, exp.base_dir)
+    if any(cloning.values()):
+        reward_signals.check_run(behavioral_cloning.KEY, exp.run, keys.default_config, stock, where)
+    return OwnKeys(
+        stock, self_play_settings, env_checks, sampler, auto_runners, parameters, start_from, signals, cloning
+    )
 
 
 def stage_env(exp: Experiment, keys: Keys, own: OwnKeys) -> EnvPlan:
@@ -246,7 +259,7 @@ def stage_models(exp: Experiment, keys: Keys, plan: EnvPlan, started: StartedEnv
         keys.raw.where("model"),
         keys.search,
     )
-    multi_agent = multi_agent_settings(values, info, plan.paths)
+    multi_agent = multi_agent_settings(values, info)
     values.setdefault("log_level", "ERROR")
     # The preflight above is the env check (with only allowed actions where there is a mask);
     # RLlib's own multi-agent checker steps with random actions, masked ones included.
@@ -308,6 +321,11 @@ def stage_assemble(
             env = plan.target or started.env
             info, multi_agent = started.info, networks.multi_agent
             set_up_self_play(config, own.self_play, info, multi_agent, model, env, plan.env_config, values)
+        reward_signals.add_signal_modules(
+            config, own.reward_signals, model, started.info, keys.raw.where(reward_signals_key.KEY)
+        )
+        where = keys.raw.where(behavioral_cloning.KEY)
+        reward_signals.add_cloning(config, own.behavioral_cloning, started.info, where)
         config.validate()
         timeout_given = "sample_timeout_s" in values
         faults.install(config, own.env_checks, values.where("env_checks"), timeout_given, own.stock)
@@ -318,7 +336,6 @@ def stage_assemble(
             "adjust the named setting in the YAML (or where it is overridden)",
         ) from err
     if curriculum:
-        import_ref(str(curriculum), plan.paths, what="curriculum function")  # fail early
         hook = functools.partial(apply_curriculum, ref=str(curriculum), search=[str(p) for p in plan.paths])
         add_callback(config, "on_train_result", hook)
     return config
@@ -335,6 +352,8 @@ def stage_hooks(
     if networks.model.old_stack:  # the old stack smooths its episode metrics itself, and takes no
         lessons.install(config, own.lessons, plan.target, values.where(lessons.KEY))  # callback functions
         return
+    if config.custom_evaluation_function and not isinstance(config.custom_evaluation_function, Reported):
+        config.evaluation(custom_evaluation_function=Reported(config.custom_evaluation_function))
     patches_off = own.stock.patches_off()
     if speedups.wanted(own.stock):  # a patch to install in each env runner's process
         hook = (
@@ -376,7 +395,9 @@ def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks) -> 
     """``sampler:``: single-agent env runners sample with the batched loop
     (:mod:`envsdk.training.substitutes.sampling.batched_runner`) unless the config needs RLlib's,
     which a notice names.
-    Returns what the env runners use: "batched", or "rllib (why)"."""
+    Returns what the env runners use: "batched", or "rllib (why)"; ``output:`` records on either
+    (:mod:`envsdk.training.substitutes.sampling.recording`)."""
+    recording.prepare(config)
     if not own.stock.on(substitutions.BATCHED_SAMPLER):
         return f"rllib (stock: {substitutions.BATCHED_SAMPLER} off)"
     if own.sampler == "rllib" or networks.model.old_stack:
@@ -387,7 +408,9 @@ def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks) -> 
     if why is not None:
         notice(f"sampler: RLlib's env runner loop, as {why}")
         return f"rllib ({why})"
-    config.env_runners(env_runner_cls=batched_runner.BatchedEnvRunner)
+    config.env_runners(
+        env_runner_cls=recording.RecordingEnvRunner if config.output else batched_runner.BatchedEnvRunner
+    )
     return "batched"
 
 
@@ -399,7 +422,7 @@ def stage_check_modules(config: AlgorithmConfig, started: StartedEnv, networks: 
         return []
     info = started.info
     found = check_modules(config, started.env, info.first_obs, policy_of(config, info), networks.model.plugin)
-    return [m for m in found if not m.startswith(f"{self_play.LEDGER}:")]
+    return [m for m in found if not m.startswith(f"{self_play.LEDGER}:") and "@reward_signals:" not in m]
 
 
 # RLlib's own learner class -> the substitution and the class that take its place: SAC's with one

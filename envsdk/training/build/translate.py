@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from ray.rllib.algorithms.algorithm_config import AlgorithmConfig
@@ -16,7 +15,6 @@ from envsdk.config.validation import (
     search_domain,
 )
 from envsdk.config.yamlio import LineDict, merge
-from envsdk.envs.imports import import_ref
 from envsdk.errors import UserError, closest
 from envsdk.notices import notice
 from envsdk.training.build import env_setup
@@ -31,7 +29,7 @@ SCHEDULED = {"lr", "entropy_coeff"}  # where a Ray 1.x *_schedule key replaces t
 NOT_TYPE_CHECKED = {"input", "env", "env_config", "model", "model_config", "curriculum", "callbacks",
                     "policies", "env_checks", "environment_parameters", "policy_max_steps", "initialize_from",
                     "time_horizon", "policy_mapping_fn", "policies_to_train", "multiagent",
-                    "self_play"}  # fmt: skip
+                    "self_play", "reward_signals", "behavioral_cloning"}  # fmt: skip
 
 
 # The form of the keys above that are mappings, lists or import paths, checked (with the keys of a
@@ -44,7 +42,10 @@ SHAPES: dict[str, tuple[tuple[Any, ...], str]] = {
     "evaluation_config": ((dict,), "a mapping of config keys for evaluation, e.g. {explore: false}"),
     "multiagent": ((dict,), "a mapping of multi-agent settings, e.g. {policies: [red, blue]}"),
     "policies": ((list, tuple, set, dict), "a list of policy names, e.g. [red, blue]"),
-    "policies_to_train": ((list, tuple, set, Callable), "a list of policy names, e.g. [red]"),
+    "policies_to_train": (
+        (list, tuple, set, str, Callable),
+        "a list of policy names, e.g. [red], or an import path",
+    ),
     "policy_mapping_fn": ((str, Callable), "an import path, e.g. policies.by_team"),
     "curriculum": ((str, Callable), "an import path, e.g. tasks.curriculum_fn"),
     "input": ((str, list, tuple, dict), "a path or a list of paths of recorded data"),
@@ -73,6 +74,8 @@ EXTRA_KEYS = {
     "sampler",
     "critic_loss",
     "advantage_normalization",
+    "reward_signals",
+    "behavioral_cloning",
     substitutions.KEY,
 }
 
@@ -128,17 +131,6 @@ def check_values(
         for candidate in search_candidates(search[(key,)]) if (key,) in search else []:
             check_config_value(key, candidate, default, where, name)
         values[key] = check_config_value(key, value, default, where, name)
-
-
-def resolve_callbacks(values: dict[str, Any], paths: list[Path]) -> None:
-    """``callbacks_on_<event>: module.fn`` (or a list) and Ray 1.x ``callbacks: module.Class`` imported."""
-    for key, value in list(values.items()):
-        if key == "callbacks" and isinstance(value, str):
-            values[key] = import_ref(value, paths, what="callbacks class")
-        elif key.startswith("callbacks_on_") and value is not None:
-            refs = value if isinstance(value, list) else [value]
-            hooks = [import_ref(r, paths, what=key) if isinstance(r, str) else r for r in refs]
-            values[key] = hooks if isinstance(value, list) else hooks[0]
 
 
 class _Translation:

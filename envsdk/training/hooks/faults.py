@@ -4,7 +4,7 @@ rewards) and the policy's (NaN or infinite outputs, a loss that diverged).
 :func:`install` puts on a config
 
 * a :class:`envsdk.envs.faults.guard.Guard` on every env runner's env (``on_environment_created``),
-  with the ``env_checks:`` settings (:mod:`envsdk.config.env_checks`);
+  with the ``env_checks:`` settings (:mod:`envsdk.config.own_keys.env_checks`);
 * :class:`GetActions` in place of RLlib's in every module-to-env pipeline (swapped in by
   :func:`arm_action_check`): a policy
   whose action-distribution inputs are NaN or infinite ends the run naming it, instead of
@@ -32,7 +32,7 @@ from ray.rllib.connectors.module_to_env import GetActions as RLlibGetActions
 from ray.rllib.core.columns import Columns
 
 from envsdk import internals
-from envsdk.config.env_checks import EnvCheckSettings
+from envsdk.config.own_keys.env_checks import EnvCheckSettings
 from envsdk.envs.faults.guard import MultiAgentGuard, SingleAgentGuard, Site
 from envsdk.envs.faults.stall_watch import arm_main_thread
 from envsdk.errors import RunFault
@@ -116,13 +116,21 @@ def check_action_inputs(batch: dict[str, Any]) -> None:
 
 
 def _check(inputs: Any, module_id: Any) -> None:
+    """A finite sum is the cheap path; past it, only NaN or +inf is divergence: a masking module
+    sets the logits of forbidden choices to -inf or to float32's lowest (RLlib's
+    ``ActionMaskingTorchRLModule``), whose sum overflows to -inf by design."""
     if isinstance(inputs, torch.Tensor):
         # Small 2-D batches (a few envs): summed in Python, cheaper than a torch reduction.
         small = inputs.dim() == 2 and inputs.numel() <= SMALL_BATCH
         if math.isfinite(sum(map(sum, inputs.tolist())) if small else inputs.sum().item()):
             return
-    elif all(math.isfinite(float(leaf.sum())) for leaf in tree.flatten(inputs)):
-        return
+        leaves = [inputs]
+    else:
+        leaves = [torch.as_tensor(leaf) for leaf in tree.flatten(inputs)]
+        if all(math.isfinite(float(leaf.sum())) for leaf in leaves):
+            return
+    if not any(bool((torch.isnan(leaf) | torch.isposinf(leaf)).any()) for leaf in leaves):
+        return  # masked choices
     name = module_id if module_id is not None else "default_policy"
     raise PolicyDiverged(
         f"policy '{name}' produced NaN or infinite action-distribution inputs: its weights diverged"

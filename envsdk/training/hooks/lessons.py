@@ -1,6 +1,6 @@
 """mlagents-learn's lessons on RLlib: after each iteration, each parameter's lesson may advance.
 
-``environment_parameters`` (:mod:`envsdk.config.environment_parameters`) hold lessons whose
+``environment_parameters`` (:mod:`envsdk.config.own_keys.environment_parameters`) hold lessons whose
 completion criteria follow a behavior's training.  :func:`advance` (``on_train_result``) applies
 mlagents 1.1.0's ``EnvironmentParameterManager.update_lessons`` to this iteration's result:
 
@@ -38,7 +38,12 @@ from ray.rllib.utils.metrics import (
     NUM_MODULE_STEPS_SAMPLED_LIFETIME,
 )
 
-from envsdk.config.environment_parameters import PROGRESS, PROGRESS_KEY, EnvironmentParameters, mean_of
+from envsdk.config.own_keys.environment_parameters import (
+    PROGRESS,
+    PROGRESS_KEY,
+    EnvironmentParameters,
+    mean_of,
+)
 from envsdk.envs.curriculum import drawing_wrappers, task_settable_envs
 from envsdk.internals.sampling import RunnerState
 from envsdk.progress import CURRICULUM, lookup

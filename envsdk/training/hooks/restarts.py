@@ -1,24 +1,21 @@
 """Env runner failures: recorded where they happen, reported where the run is decided.
 
-RLlib restarts a crashed remote env runner by default; when every runner
-crashes on every sample, each iteration then samples nothing, and a run
-"finishes" having learned nothing.  Its error is printed by the runner's
-process and lost to the driver, which only learns that an actor died.  Here:
+A failed remote env runner is restarted as RLlib 2.60 restarts it by default
+(``restart_failed_env_runners``); its error, printed in the runner's process,
+would be lost to the driver, which only learns that an actor died.  Here:
 
-* a failing remote env runner writes its own error and traceback into the
-  experiment's ``env_runner_errors/`` folder (:func:`record_errors`, hooked
-  to ``on_environment_created``, so it runs inside every runner process);
-* unless the YAML sets ``restart_failed_env_runners`` or
-  ``ignore_env_runner_failures``, a failed runner is not restarted: the
-  iteration fails at once, and the trial's error names the runner's error
-  (:func:`explain`);
-* with either set, failures and restarts are counted in every result
-  (``env_runner_health``, shown on the progress line), and
-  :data:`EMPTY_ITERATIONS_ALLOWED` iterations in a row that sample nothing
-  because runners failed end the run with that error (:func:`check_result`).
+* a failing remote runner writes its error into ``env_runner_errors/`` (:func:`record_errors`);
+* failures and restarts are counted in every result (``env_runner_health``, on
+  the progress line); an iteration that failed runners leave empty ends the run
+  with the runner's error (:func:`explain`), unless the YAML asks for restarts
+  (:data:`USER_KEYS`): then after :data:`EMPTY_ITERATIONS_ALLOWED` in a row, and
+  for a starting runner or an env that has delivered, past :data:`RESTART_GRACE_S`;
+* an iteration that ends before any runner has delivered, none failed (APPO and
+  IMPALA return while their runners sample; a busy machine starts them slowly),
+  is not counted: the runners are said to be starting and their first samples
+  awaited within ``sample_timeout_s`` (:func:`_await_first_samples`).
 
-Old API stack runs (a ModelV2 plugin) take no callback functions: they get
-the no-restart default, and their errors are RLlib's.
+Old API stack runs (a ModelV2 plugin) take no callback functions: their errors are RLlib's.
 """
 
 from __future__ import annotations
@@ -27,6 +24,7 @@ import functools
 import json
 import logging
 import math
+import operator
 import os
 import time
 import traceback
@@ -37,18 +35,15 @@ from typing import Any
 
 from ray.rllib.env.env_runner import NUM_ENV_STEP_FAILURES_LIFETIME
 
+from envsdk import internals
 from envsdk.errors import root_cause
-from envsdk.notices import one_line_rllib_errors
+from envsdk.notices import notice, one_line_rllib_errors
 from envsdk.progress import HEALTH, lookup
 from envsdk.training.hooks.callbacks import add_callback
 
 ERRORS_DIR = "env_runner_errors"
-EMPTY_ITERATIONS_ALLOWED = 3  # iterations in a row that may sample nothing (with restarts asked for, or
-# without a failure: runners slower than sample_timeout_s)
-RESTART_GRACE_S = (
-    120.0  # with restarts asked for, how long runners may sample nothing while they restart (a new
-)
-# process that imports RLlib and builds its env: seconds, or a minute on a machine that is busy)
+EMPTY_ITERATIONS_ALLOWED = 3  # empty iterations in a row allowed (with restarts, or runners that are slow)
+RESTART_GRACE_S = 120.0  # how long restarting runners of an env that has delivered may sample nothing
 SAMPLED = "env_runners/num_env_steps_sampled"
 USER_KEYS = ("restart_failed_env_runners", "ignore_env_runner_failures")
 
@@ -60,12 +55,11 @@ class EnvRunnersFailed(RuntimeError):
 def prepare(config: Any, exp_dir: Path, asked_for_restarts: bool) -> Path:
     """Hook the recording and checking into ``config``; returns the errors folder."""
     folder = exp_dir / ERRORS_DIR  # made by the first runner that fails
-    if not asked_for_restarts:
-        config.fault_tolerance(restart_failed_env_runners=False)
     if not config.enable_env_runner_and_connector_v2:
         return folder  # the old API stack takes no callback functions; its failures raise as they are
     add_callback(config, "on_environment_created", functools.partial(record_errors, folder=str(folder)))
-    allowed = EMPTY_ITERATIONS_ALLOWED if asked_for_restarts else 0
+    restarting = config.restart_failed_env_runners or config.ignore_env_runner_failures
+    allowed = EMPTY_ITERATIONS_ALLOWED if asked_for_restarts and restarting else 0
     check = functools.partial(check_result, allowed=allowed, folder=str(folder), since=time.time())
     add_callback(config, "on_train_result", check)
     return folder
@@ -180,25 +174,17 @@ def _health(
     failed_steps = lookup(result, f"env_runners/{NUM_ENV_STEP_FAILURES_LIFETIME}")
     return {
         "restarts": restarts,
-        "env_restarts": int(failed_steps or 0) if sub_envs and not _nan(failed_steps) else 0,
+        "env_restarts": int(failed_steps or 0) if sub_envs and failed_steps == failed_steps else 0,  # not NaN
         "healthy": int(lookup(result, "fault_tolerance/num_healthy_workers") or 0),
         "env_runners": runners,
     }
 
 
-def _nan(value: Any) -> bool:
-    return isinstance(value, float) and math.isnan(value)
-
-
 def check_result(
     *, algorithm: Any, result: dict[str, Any], allowed: int, folder: str = "", since: float = 0.0, **_: Any
 ) -> None:
-    """``on_train_result`` hook: count runner failures and iterations that sampled nothing in the
-    result (the progress line shows them); fail after too many empty iterations in a row. With
-    restarts asked for, a fresh runner that has not started yet gets RESTART_GRACE_S, and so does a
-    run whose env has delivered before (a flaky env: RLlib restarts its runners however often they
-    fail, and some crash again before they deliver); a fresh runner of an env that never delivered
-    and fails again gets none."""
+    """``on_train_result`` hook: count runner failures and empty iterations (on the progress line) and
+    end the run as the module docstring says; ``allowed``: empty iterations in a row with restarts."""
     runners = int(getattr(algorithm.config, "num_env_runners", 0) or 0)
     health = _health(algorithm, result, runners, Path(folder), since)
     if not runners:  # a local runner samples until it has its steps, or raises
@@ -207,6 +193,11 @@ def check_result(
         return
     failing = health["restarts"] > 0 or health["env_restarts"] > 0 or health["healthy"] < runners
     streak = _streaks.setdefault(algorithm, _Streak())
+    if not failing and not streak.ever_sampled and _sampled_nothing(result):
+        _await_first_samples(algorithm, runners, streak)
+        internals.uncount_iteration(algorithm, result)
+        result[HEALTH] = {**health, "empty_iterations": 0, "starting": True}
+        return
     if not _sampled_nothing(result):
         streak.count, streak.ever_sampled = 0, True
     elif streak.count:
@@ -214,7 +205,7 @@ def check_result(
     else:
         streak.count, streak.first, streak.restarts = 1, time.monotonic(), health["restarts"]
     result[HEALTH] = {**health, "empty_iterations": streak.count}
-    waiting = streak.ever_sampled or health["restarts"] == streak.restarts
+    waiting = streak.ever_sampled or health["restarts"] == streak.restarts  # a fresh runner, starting
     grace = waiting and time.monotonic() - streak.first <= RESTART_GRACE_S
     if failing and streak.count > allowed and not (allowed and grace):
         raise EnvRunnersFailed(
@@ -227,4 +218,22 @@ def check_result(
             f"{streak.count} iterations in a row sampled no env steps: no env runner returned its samples"
             f" within sample_timeout_s ({timeout:g} s); fix: raise sample_timeout_s, or lower"
             " rollout_fragment_length, if the env is that slow"
+        )
+
+
+def _await_first_samples(algorithm: Any, runners: int, streak: _Streak) -> None:
+    """Wait until each runner has finished the samples it was asked for (a call queued behind them),
+    within ``sample_timeout_s`` of the first such iteration; a runner that has not ends the run."""
+    timeout = float(algorithm.config.sample_timeout_s or 60.0)
+    if not streak.count:
+        streak.first = time.monotonic()
+        notice(f"env runners starting: waiting for their first samples (sample_timeout_s: {timeout:g} s)")
+    streak.count += 1
+    left = max(0.0, timeout - (time.monotonic() - streak.first))
+    group, index = algorithm.env_runner_group, operator.attrgetter("worker_index")
+    answered = group.foreach_env_runner(index, local_env_runner=False, timeout_seconds=left)
+    if missing := ", ".join(str(i) for i in range(1, runners + 1) if i not in answered):
+        raise EnvRunnersFailed(
+            f"env runner {missing} delivered no sample within sample_timeout_s ({timeout:g} s) of the"
+            " start; fix: raise sample_timeout_s if the env (or a busy machine) is that slow to start"
         )

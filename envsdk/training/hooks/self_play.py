@@ -66,7 +66,7 @@ from ray.rllib.core.rl_module.rl_module import RLModuleSpec
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from ray.rllib.policy.policy import PolicySpec
 
-from envsdk.config.self_play import SelfPlaySettings, TeamsByName
+from envsdk.config.own_keys.self_play import SelfPlaySettings, TeamsByName
 from envsdk.errors import UserError
 from envsdk.notices import notice
 from envsdk.progress import SELF_PLAY as RESULTS

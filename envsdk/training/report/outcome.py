@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from envsdk.progress import HEALTH, STEPS, fmt_duration, health_note, lookup, mean_return, return_text
+from envsdk.training.substitutes.sampling.recording import unwritten
 
 TRAINED = "learners/__all_modules__/num_env_steps_trained_lifetime"
 
@@ -39,14 +40,19 @@ class Outcome:
         best_checkpoint: Path | None,
         plot: Path | None,
         interrupted: str | None,
+        output: str | None = None,
+        since: float = 0.0,
     ) -> Outcome:
-        """An outcome from a trial's last result; a run that sampled and trained nothing has failed."""
+        """An outcome from a trial's last result; a run that sampled and trained nothing has failed,
+        and so has one that promised experience (``output``) and wrote none after ``since``."""
         ret = mean_return(result)
         steps = int(lookup(result, STEPS) or 0)
         trained = int(lookup(result, TRAINED) or 0)
         errors = list(errors)
         if not errors and not interrupted and result and not steps and not trained:
             errors.append(f"{trial_dir}: the run sampled no env steps and trained on nothing")
+        if not errors and not interrupted:
+            errors += unwritten(output, since)
         return cls(
             name=name,
             experiment_dir=experiment_dir,

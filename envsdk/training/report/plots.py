@@ -18,10 +18,12 @@ from envsdk.training.report import reward_figure
 from envsdk.training.report.reward_figure import draw
 
 ELO_COLUMN = re.compile(rf"^{SELF_PLAY}/(.+)/elo$")
+SIGNAL_COLUMN = re.compile(r"^learners/(.+)/reward_signals/(.+)/reward_mean$")  # ppo/signals.py's
 
 
 def read_progress(trial_dir: Path) -> list[dict[str, Any]]:
-    """Per iteration: env steps, wall time, mean return and (self-play) ``elo``: policy -> rating."""
+    """Per iteration: env steps, wall time, mean return, (self-play) ``elo``: policy -> rating, and
+    (reward signals) ``signals``: "policy signal" -> its mean reward per step, times its strength."""
     path = Path(trial_dir) / "progress.csv"
     if not path.is_file():
         return []
@@ -38,6 +40,11 @@ def read_progress(trial_dir: Path) -> list[dict[str, Any]]:
                             m.group(1): float(v)
                             for k, v in row.items()
                             if (m := ELO_COLUMN.match(k or "")) and v
+                        },
+                        "signals": {
+                            f"{m.group(1)} {m.group(2)}": float(v)
+                            for k, v in row.items()
+                            if (m := SIGNAL_COLUMN.match(k or "")) and v
                         },
                     }
                 )

@@ -22,26 +22,31 @@ DRAWN = "drawn"  # the answer to a job whose figure is written
 
 
 def draw(rows: list[dict[str, Any]], title: str, out: Path | BinaryIO) -> None:
-    """Return against env steps and wall time, and self-play's ELO in a third panel when rows carry it.
+    """Return against env steps and wall time; self-play's ELO and the reward signals' rewards in
+    panels of their own when rows carry them.
 
-    ``rows``: per iteration, ``steps``, ``time``, ``return`` and ``elo`` (policy -> rating).
+    ``rows``: per iteration, ``steps``, ``time``, ``return``, ``elo`` (policy -> rating) and
+    ``signals`` ("policy signal" -> mean reward per step; absent in older jobs).
     """
     from matplotlib.figure import Figure  # not pyplot: no GUI backend to pick, a third faster to import
 
-    policies = sorted({p for r in rows for p in r["elo"]})
-    fig = Figure(figsize=(15 if policies else 10, 3.6))
-    axes = fig.subplots(1, 3 if policies else 2)
+    extra = [
+        (key, label)
+        for key, label in (("elo", "ELO (self-play)"), ("signals", "reward per step (reward signals)"))
+        if any(r.get(key) for r in rows)
+    ]
+    fig = Figure(figsize=(5 * (2 + len(extra)), 3.6))
+    axes = fig.subplots(1, 2 + len(extra))
     ax1, ax2 = axes[0], axes[1]
     ax2.sharey(ax1)
-    if policies:
-        ax3 = axes[2]
-        for policy in policies:
-            points = [(r["steps"], r["elo"][policy]) for r in rows if policy in r["elo"]]
-            ax3.plot([s for s, _ in points], [e for _, e in points], label=policy)
-        ax3.set_xlabel("env steps")
-        ax3.set_ylabel("ELO (self-play)")
-        ax3.legend(fontsize=8)
-        ax3.grid(alpha=0.3)
+    for ax, (key, label) in zip(axes[2:], extra, strict=True):
+        for name in sorted({n for r in rows for n in r.get(key, {})}):
+            points = [(r["steps"], r[key][name]) for r in rows if name in r.get(key, {})]
+            ax.plot([s for s, _ in points], [v for _, v in points], label=name)
+        ax.set_xlabel("env steps")
+        ax.set_ylabel(label)
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
     ax1.plot([r["steps"] for r in rows], [r["return"] for r in rows], color="tab:blue")
     ax1.set_xlabel("env steps")
     ax1.set_ylabel("mean episode return")

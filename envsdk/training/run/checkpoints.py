@@ -234,23 +234,69 @@ def best_of(trials: list[Path]) -> Located | None:
         return None
     ranked = [(t, value) for t in offers if (value := t[1]) is not None]
     best = max(ranked, key=lambda tv: tv[1])[0] if ranked else offers[-1]
-    return Located(best[0], f"{best[2]} of the best trial {best[0].parent.name}")
+    by = f" by {_ranked_by(best[0])}" if ranked and len(offers) > 1 else ""
+    return Located(best[0], f"{best[2]} of the best trial {best[0].parent.name}{by}")
 
 
-def locate(path: str | Path) -> Located:
-    """Checkpoint folder, a file in one, a trial folder or an experiment folder -> checkpoint."""
+def _ranked_by(checkpoint: Path) -> str:
+    """What a trial's offer was ranked by and its value there: ``env_runners/episode_return_mean 55.5``."""
+    manifest = read_manifest(checkpoint)
+    ranked = score(manifest)
+    if manifest is None or ranked is None:
+        return "no score"
+    return f"{ranked[0]} {manifest['result'][ranked[0]]:.4g}"
+
+
+def _several_trials(given: Path, trials: list[Path], trial: str | None) -> Located | None:
+    """An experiment folder's checkpoint: the trial named (``trial``: its folder's name, or a part of
+    it that only one has), else the best by the run's score, said in a notice where there are several;
+    several that nothing ranks are refused with their names."""
+    offers = {d.name: offer for d in sorted(trials) if (offer := best_in_trial(d)) is not None}
+    names = ", ".join(offers) or "none"
+    if trial is not None:
+        picked = [n for n in offers if n == trial] or [n for n in offers if trial in n]
+        if len(picked) != 1:
+            what = "no trial with a checkpoint" if not picked else f"{len(picked)} trials"
+            raise UserError(f"{what} in {given} named '{trial}'", f"name one of: {names}")
+        checkpoint, _, why = offers[picked[0]]
+        return Located(checkpoint, f"{why} of trial {picked[0]}, as asked")
+    if len(offers) > 1 and all(value is None for _, value, _ in offers.values()):
+        raise UserError(
+            f"{given} holds {len(offers)} trials and none has a score to rank it by",
+            f"pass one trial's folder, {given}/NAME (NAME: {names})",
+        )
+    found = best_of(trials)
+    if found is not None and len(offers) > 1:
+        others = [f"{n} ({_ranked_by(c)})" for n, (c, _, _) in offers.items() if c != found.checkpoint]
+        notice(
+            f"{given.name} holds {len(offers)} trials: the best, {found.checkpoint.parent.name}"
+            f" ({_ranked_by(found.checkpoint)}), is played; the others: {', '.join(others)} (their"
+            " folders play them)"
+        )
+    return found
+
+
+def locate(path: str | Path, trial: str | None = None) -> Located:
+    """Checkpoint folder, a file in one, a trial folder or an experiment folder -> checkpoint.
+    ``trial``: in an experiment folder, the trial to take (its folder's name or a unique part of it)."""
     given = Path(path).expanduser()
     if not given.exists():
         raise UserError(f"no such file or folder: {given}", "pass the checkpoint path train.py printed")
     given = given.resolve()
     if given.is_file():  # Ray 1.x paths end in checkpoint_N/checkpoint-N
         given = given.parent
+    own = best_in_trial(given) if not (given / CHECKPOINT_MARKER).is_file() else None
+    if trial is not None and ((given / CHECKPOINT_MARKER).is_file() or own is not None):
+        raise UserError(
+            f"{given} is a {'checkpoint' if own is None else 'trial'} folder, not an experiment folder"
+            " of trials to pick from",
+            f"pass the experiment folder, {given.parent if own is not None else given.parent.parent}",
+        )
     if (given / CHECKPOINT_MARKER).is_file():
         return Located(given, "checkpoint")
-    trial = best_in_trial(given)
-    if trial is not None:
-        return Located(trial[0], f"{trial[2]} of trial {given.name}")
-    found = best_of([d for d in given.iterdir() if d.is_dir()])
+    if own is not None:
+        return Located(own[0], f"{own[2]} of trial {given.name}")
+    found = _several_trials(given, [d for d in given.iterdir() if d.is_dir()], trial)
     if found is not None:
         return found
     raise UserError(

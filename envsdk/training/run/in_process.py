@@ -332,6 +332,8 @@ def run_trial(
         best_checkpoint=checkpointer.best(),
         plot=plot,
         interrupted=catcher.signal_name,
+        output=built.config.output,
+        since=since,
     )
 
 

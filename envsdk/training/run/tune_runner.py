@@ -169,7 +169,9 @@ def run_experiment(
     finally:
         interrupter.uninstall()
     stopper.raise_problem()
-    return summarise(exp, exp_dir, grid, errors_dir, started, interrupter.signal_name, painter)
+    return summarise(
+        exp, exp_dir, grid, errors_dir, started, interrupter.signal_name, painter, built.config.output
+    )
 
 
 def summarise(
@@ -180,8 +182,10 @@ def summarise(
     since: float,
     interrupted: str | None,
     painter: Painter | None = None,
+    output: str | None = None,
 ) -> Outcome:
-    """The outcome of a Tune run: its best checkpoint picked as rollout.py picks one (manifests)."""
+    """The outcome of a Tune run: its best checkpoint picked as rollout.py picks one (manifests);
+    ``output``: the folder the run promised experience in."""
     explain = restarts.explain
     errors = [
         f"{r.path}: {with_learner_stats(explain(_first_line(r.error), errors_dir, since), r.metrics)}"
@@ -207,6 +211,8 @@ def summarise(
         best_checkpoint=checkpoint,
         plot=plot,
         interrupted=interrupted,
+        output=output,
+        since=since,
     )
 
 

@@ -36,8 +36,6 @@ def _refusal(raw: dict) -> str | None:
             return "#60"
         if settings.get("trainer_type") == "sac" and (settings.get("network_settings") or {}).get("memory"):
             return "RLlib's SAC has no recurrent policy"
-        if set(settings.get("reward_signals") or {}) - {"extrinsic"} or settings.get("behavioral_cloning"):
-            return "#59"
     return None
 
 
@@ -81,7 +79,7 @@ def test_each_example_config_becomes_the_experiment_its_keys_say(path):
         assert config["train_batch_size"] == hyper["batch_size"]
         assert config["replay_buffer_config"]["capacity"] == hyper["buffer_size"]
         assert config["training_intensity"] == hyper["batch_size"] / hyper.get("steps_per_update", 1)
-    every = math.ceil(first.get("checkpoint_interval", 500000) / first["summary_freq"])
+    every = math.ceil(first.get("checkpoint_interval", 500000) / first.get("summary_freq", 50000))
     assert exp.checkpoint_freq == every and exp.keep_checkpoints_num == first.get("keep_checkpoints", 5)
     plays = {b: s["self_play"] for b, s in behaviors.items() if s.get("self_play")}
     if plays:  # the first behavior's block for all, the others' differences as their policies' own
@@ -105,7 +103,6 @@ def test_each_example_config_becomes_the_experiment_its_keys_say(path):
         ("behaviors: {B: {network_settings: {vis_encode_type: resnet}}}", "no default network"),
         ("behaviors: {B: {network_settings: {memory: {memory_size: 7}}}}", "even number"),
         ("behaviors: {B: {network_settings: {memory: {sequence_length: 4000}}}}", "longer than batch_size"),
-        ("behaviors: {B: {reward_signals: {extrinsic: {strength: 2.0}}}}", "strength"),
         ("behaviors: {B: {reward_signals: {curiousity: {}}}}", "did you mean 'curiosity'"),
         ("behaviors: {B: {init_path: x.pt}}", "an mlagents-learn model, which RLlib's policies cannot read"),
         ("behaviors: {B: {}}\nenv_setings: {}", "did you mean 'env_settings'"),
@@ -152,7 +149,7 @@ def test_every_rule_names_a_key_of_the_schema():
         first = rule.split(",")[0].replace(".NAME", "").replace(".*", "").replace(".extrinsic.", ".")
         base = first.split(".")[0]
         assert first in keys or base in keys or first.startswith("reward_signals"), rule
-    assert set(LATER) <= {"poca", "reward_signals", "behavioral_cloning"}
+    assert set(LATER) == {"poca"}
 
 
 PRE_1_0 = """\
@@ -390,3 +387,58 @@ def test_initialize_from_and_init_path_name_runs_of_ours(tmp_path, monkeypatch):
         "*": str(tmp_path / "results" / "first"),
         "B_team_1": str(tmp_path / "old" / "B"),
     }
+
+
+@pytest.mark.parametrize(
+    "path",
+    [CONFIGS / "PyramidsRND.ppo.yaml", CONFIGS / "Hallway.imitation.yaml", CONFIGS / "Pyramids.ppo.yaml"],
+    ids=lambda p: p.name,
+)
+def test_reward_signals_and_cloning_keep_their_keys_and_meaning(path, monkeypatch, tmp_path):
+    """A behavior's signals become ``reward_signals`` with the same keys (unset ones left to the
+    defaults), ``demo_path`` from the working directory as mlagents-learn opens it, and
+    ``behavioral_cloning`` likewise; the game's reward alone stays RLlib's reward."""
+    monkeypatch.chdir(tmp_path)
+    raw = _raw(path)
+    (exp,) = load_experiments(path)
+    (settings,) = raw["behaviors"].values()
+    given = settings["reward_signals"]
+    signals = exp.config["reward_signals"]
+    assert set(signals) == set(given)
+    for name, block in given.items():
+        for key, value in block.items():
+            if key == "demo_path":
+                assert signals[name][key] == str((tmp_path / value).resolve())
+            elif key != "network_settings":
+                assert signals[name][key] == value, (name, key)
+    cloning = settings.get("behavioral_cloning")
+    if cloning is None:
+        assert "behavioral_cloning" not in exp.config
+    else:
+        assert exp.config["behavioral_cloning"]["demo_path"] == str(
+            (tmp_path / cloning["demo_path"]).resolve()
+        )
+        assert exp.config["behavioral_cloning"]["strength"] == cloning["strength"]
+
+
+def test_the_games_reward_alone_is_rllibs_reward_and_a_scaled_one_is_a_signal(tmp_path):
+    path = tmp_path / "trainer.yaml"
+    path.write_text("behaviors: {B: {reward_signals: {extrinsic: {gamma: 0.9}}}}\n")
+    (exp,) = load_experiments(path)
+    assert exp.config["gamma"] == 0.9 and "reward_signals" not in exp.config
+    path.write_text("behaviors: {B: {reward_signals: {extrinsic: {strength: 2.0}}}}\n")
+    (exp,) = load_experiments(path)
+    assert exp.config["reward_signals"] == {"extrinsic": {"gamma": 0.99, "strength": 2.0}}
+
+
+def test_a_behaviors_own_signals_are_its_policys(tmp_path):
+    path = tmp_path / "trainer.yaml"
+    path.write_text(
+        "behaviors:\n"
+        "  A: {reward_signals: {extrinsic: {}, curiosity: {strength: 0.02}}}\n"
+        "  B: {reward_signals: {extrinsic: {}, rnd: {strength: 0.01}}}\n"
+    )
+    (exp,) = load_experiments(path)
+    assert set(exp.config["reward_signals"]) == {"extrinsic", "curiosity"}
+    own = exp.config["algorithm_config_overrides_per_module"]["B"]["reward_signals"]
+    assert set(own) == {"extrinsic", "rnd"} and own["rnd"]["strength"] == 0.01

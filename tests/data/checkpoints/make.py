@@ -2,10 +2,13 @@
 
     python tests/data/checkpoints/make.py COMMIT
 
-checks COMMIT out into a temporary worktree, trains each kind there with this
-machine's Python (the worktree's ``train.py`` imports the worktree's envsdk:
+unpacks COMMIT's files (``git archive``: no worktree, the repository's state is left
+alone) into a temporary folder, trains each kind there with this machine's Python
+(that folder's ``train.py`` imports that folder's envsdk:
 the script's folder comes first on ``sys.path``), and copies each run's last
-checkpoint to ``tests/data/checkpoints/<commit>/<kind>/``.  ``test_checkpoint_compat.py``
+checkpoint to ``tests/data/checkpoints/<commit>/<kind>/``, the experiment's YAML as that
+commit had it beside (``<kind>.yaml``: what a format-1 checkpoint is built again from where its
+manifest's ``config_file`` still holds it).  ``test_checkpoint_compat.py``
 then rolls out, exports and resumes every one of them with the code of the day.
 Networks are narrowed to 32x32 where a config leaves RLlib's 256x256, so that
 the files stay small (the kinds, not the sizes, are what is tested); ``about.json``
@@ -58,20 +61,21 @@ def main() -> None:
     out = HERE / short
     with tempfile.TemporaryDirectory(prefix="envsdk-compat-") as tmp:
         tree = Path(tmp) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), args.commit], cwd=ROOT, check=True)
-        try:
+        tree.mkdir()
+        files = subprocess.run(["git", "archive", args.commit], cwd=ROOT, check=True, capture_output=True)
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=files.stdout, check=True)
+        if any(kind.startswith("unity") for kind in args.kinds):
             subprocess.run(
                 [sys.executable, "-m", "unity_bridge.standin", "build", "builds"], cwd=tree, check=True
             )
-            version = subprocess.run(
-                [sys.executable, "train.py", "--version"], cwd=tree, capture_output=True, text=True
-            ).stdout.strip()
-            for kind in args.kinds:
-                checkpoint = train(tree, kind, Path(tmp) / "runs")
-                shutil.rmtree(out / kind, ignore_errors=True)
-                shutil.copytree(checkpoint, out / kind, ignore=lambda _d, names: LEFT_OUT & set(names))
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+        version = subprocess.run(
+            [sys.executable, "train.py", "--version"], cwd=tree, capture_output=True, text=True
+        ).stdout.strip()
+        for kind in args.kinds:
+            checkpoint = train(tree, kind, Path(tmp) / "runs")
+            shutil.rmtree(out / kind, ignore_errors=True)
+            shutil.copytree(checkpoint, out / kind, ignore=lambda _d, names: LEFT_OUT & set(names))
+            shutil.copyfile(tree / "configs" / f"{KINDS[kind][0]}.yaml", out / f"{kind}.yaml")
     # kinds written before (by this commit's code, another day) stay listed beside the new ones
     before = json.loads((out / "about.json").read_text())["kinds"] if (out / "about.json").is_file() else {}
     kinds = {**before, **{kind: {"config": KINDS[kind][0], "args": KINDS[kind][1]} for kind in args.kinds}}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envsdk.config.environment_parameters import parse
+from envsdk.config.own_keys.environment_parameters import parse
 from envsdk.training.hooks.lessons import LessonSetup, LessonState, update_lessons
 from tests.helpers import ROOT, progress_rows, trial_dirs
 

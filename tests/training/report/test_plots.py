@@ -18,13 +18,21 @@ from envsdk.training.report.plots import Painter, plot_reward_curve
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def write_progress(trial: Path, rows: int, elo: bool = False) -> None:
-    columns = [STEPS, "time_total_s", RETURN] + (["self_play/main/elo"] if elo else [])
+SIGNAL = "learners/main/reward_signals/curiosity/reward_mean"
+
+
+def write_progress(trial: Path, rows: int, elo: bool = False, signals: bool = False) -> None:
+    columns = (
+        [STEPS, "time_total_s", RETURN]
+        + (["self_play/main/elo"] if elo else [])
+        + ([SIGNAL] if signals else [])
+    )
     with (trial / "progress.csv").open("w", newline="") as fh:
         out = csv.writer(fh)
         out.writerow(columns)
         for i in range(rows):
-            out.writerow([1000 * i, 0.5 * i, "" if i == 0 else 10.0 * i] + ([1200 + i] if elo else []))
+            extra = ([1200 + i] if elo else []) + ([0.01 * i] if signals else [])
+            out.writerow([1000 * i, 0.5 * i, "" if i == 0 else 10.0 * i, *extra])
 
 
 def painter_pids() -> list[int]:
@@ -58,12 +66,12 @@ def no_drawing_here(*args: object) -> None:
     raise AssertionError("drawn in the training process")
 
 
-@pytest.mark.parametrize("elo", [False, True])
-def test_one_painter_draws_every_figure_of_a_run_and_ends_with_it(tmp_path, monkeypatch, elo):
+@pytest.mark.parametrize(("elo", "signals"), [(False, False), (True, False), (True, True)])
+def test_one_painter_draws_every_figure_of_a_run_and_ends_with_it(tmp_path, monkeypatch, elo, signals):
     trials = [tmp_path / "a", tmp_path / "b", tmp_path / "c"]
     for i, trial in enumerate(trials):
         trial.mkdir()
-        write_progress(trial, 5 + i, elo=elo)
+        write_progress(trial, 5 + i, elo=elo, signals=signals)
     monkeypatch.setattr(plots, "draw", no_drawing_here)
     with Painter() as painter:
         pid = the_painter()
@@ -75,7 +83,9 @@ def test_one_painter_draws_every_figure_of_a_run_and_ends_with_it(tmp_path, monk
         data = out.read_bytes()
         assert data.startswith(PNG)
         width = int.from_bytes(data[16:20], "big")
-        assert width == (1500 if elo else 1000)  # the ELO panel widens the figure (dpi 100)
+        assert width == 1000 + 500 * (elo + signals)  # the ELO and signals panels widen it (dpi 100)
+    if signals:
+        assert plots.read_progress(trials[0])[-1]["signals"] == {"main curiosity": 0.04}
 
 
 def test_a_figure_the_painter_cannot_draw_is_drawn_here_and_the_painter_ends(tmp_path, monkeypatch):

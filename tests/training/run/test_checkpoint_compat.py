@@ -7,7 +7,9 @@ plugin, an RLModule plugin and a Unity game on the stand-in.  Every set stays:
 each later commit must still read all of them.
 The files are copied first (a rollout writes beside its checkpoint), and the
 env modules are found as a user who moved the checkpoint would find them: on
-``PYTHONPATH``, since the folders recorded in the checkpoint are gone.
+``PYTHONPATH``, since the folders recorded in the checkpoint are gone.  A format-1
+checkpoint kept with its experiment's YAML (``<kind>.yaml``) gets that YAML where its
+manifest says, as a user who kept it would have it: it is built again from it.
 """
 
 from __future__ import annotations
@@ -112,6 +114,57 @@ def test_an_old_package_path_loads_no_module_twice() -> None:
     ]
 
 
+def with_its_yaml(kept: Path, checkpoint: Path) -> Path:
+    """The copy ``checkpoint`` of ``kept`` with the YAML its run was trained from (kept beside, as
+    ``<kind>.yaml``) where the manifest's ``config_file`` names it, as where the user left it."""
+    yaml = kept.parent / f"{kept.name}.yaml"
+    if yaml.is_file():
+        where = checkpoint.parent / "configs" / yaml.name
+        where.parent.mkdir(exist_ok=True)
+        shutil.copyfile(yaml, where)
+        manifest = json.loads((checkpoint / MANIFEST).read_text())
+        manifest["run"]["config_file"] = str(where)
+        (checkpoint / MANIFEST).write_text(json.dumps(manifest))
+    return checkpoint
+
+
+KEPT_WITH_YAML = [c for c, _ in KEPT if (c.parent / f"{c.name}.yaml").is_file()]
+
+
+@pytest.mark.parametrize("kept", KEPT_WITH_YAML, ids=[f"{c.parent.name}-{c.name}" for c in KEPT_WITH_YAML])
+def test_a_format_1_checkpoint_whose_hook_changed_loads_from_its_yaml_or_is_refused_in_one_line(
+    kept: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """8fda456's config calls a hook of ours whose signature changed since (a full traceback once,
+    when the env runner called it): with its YAML where the manifest says, the config is built again
+    from it, the trial's own values (its 32x32 network) on top; without it, one line says who wrote
+    the checkpoint and what to do."""
+    monkeypatch.syspath_prepend(str(ROOT / "configs"))  # the env's module, here and in rollout.py
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "configs"))
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(kept, checkpoint)
+    rollout = [sys.executable, str(ROOT / "rollout.py"), str(checkpoint), "--episodes", "1", "--no-out"]
+    refused = run_group(rollout, timeout=120)
+    said = refused.stderr
+    assert refused.returncode == 2 and "Traceback" not in said, said[-2000:]
+    assert "written by envsdk 0.1.0 (checkpoint format 1)" in said and "put the run's YAML back" in said, said
+    assert len([line for line in said.splitlines() if line.startswith(("error:", "  fix:"))]) == 2, said
+
+    restored = load(with_its_yaml(kept, checkpoint))
+    assert restored.config.model_config["fcnet_hiddens"] == [32, 32]  # the trial's override, kept
+    assert internals.convert_done_episodes_once not in (
+        restored.config.callbacks_on_environment_created or []
+    )
+    # In its trial's folder, the trial's params.json (plain JSON, as Tune writes it) is what it ran with.
+    params = restore._pickled_config(checkpoint, restore.WrittenBy("2.60.0", "0.1.0"))[1].to_dict()
+    model = internals.MODEL_CONFIG_FIELD  # where to_dict() keeps model_config
+    params[model] = {**params[model], "fcnet_hiddens": [8]}
+    (checkpoint.parent / restore.TRIAL_PARAMS).write_text(
+        json.dumps(params, default=lambda o: f"<{type(o).__name__}>")
+    )
+    assert load(checkpoint).config.model_config["fcnet_hiddens"] == [8]
+
+
 def manifest_format(checkpoint: Path) -> int:
     return int(json.loads((checkpoint / MANIFEST).read_text())["format"])
 
@@ -128,6 +181,7 @@ def test_rolls_out_exports_and_resumes(
 ) -> None:
     checkpoint = tmp_path / "checkpoint"
     shutil.copytree(kept, checkpoint)
+    with_its_yaml(kept, checkpoint)
     monkeypatch.setenv("PYTHONPATH", str(ROOT / "configs"))
     rollout = [str(ROOT / "rollout.py"), str(checkpoint), "--episodes", "1", "--no-out"]
     rollout += ["--export-onnx", str(tmp_path / "policy.onnx")]

@@ -30,6 +30,12 @@ linear``, which decays PPO's clip from ``epsilon`` to 0.1 at ``max_steps``; RLli
 ``clip_param`` constant) reaches the learner as ``learner_config_dict``'s :data:`CLIP_SCHEDULE`:
 the loss reads the clip at the current timestep, as RLlib's reads ``entropy_coeff``'s schedule.
 
+Reward signals (``reward_signals:``, :mod:`envsdk.training.substitutes.ppo.signals`): RLlib's GAE
+piece is replaced by :class:`~envsdk.training.substitutes.ppo.signals.SignalAdvantages`, the next
+observations are added to the batch, a policy with signals learns one value head per signal (the
+value loss the mean of the heads' losses, as ML-Agents'), and each ``<policy>@reward_signals``
+module learns its models with one Adam per signal at the signal's ``learning_rate``.
+
 Everything else (the loss, metrics, optimizers, checkpoint contents) is RLlib's.
 LunarLander PPO with RL Zoo's settings: configs/lunarlander-ppo.yaml and benchmarks/RESULTS.md.
 """
@@ -43,17 +49,33 @@ from typing import Any
 import numpy as np
 import torch
 import tree
-from ray.rllib.algorithms.ppo.ppo import LEARNER_RESULTS_CURR_ENTROPY_COEFF_KEY
+from ray.rllib.algorithms.ppo.ppo import (
+    LEARNER_RESULTS_CURR_ENTROPY_COEFF_KEY,
+    LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY,
+    LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY,
+)
 from ray.rllib.algorithms.ppo.torch.ppo_torch_learner import PPOTorchLearner as RLlibPPOTorchLearner
+from ray.rllib.connectors.common.add_observations_from_episodes_to_batch import (
+    AddObservationsFromEpisodesToBatch,
+)
 from ray.rllib.connectors.connector_v2 import ConnectorV2
+from ray.rllib.connectors.learner.add_next_observations_from_episodes_to_train_batch import (
+    AddNextObservationsFromEpisodesToTrainBatch,
+)
+from ray.rllib.connectors.learner.general_advantage_estimation import GeneralAdvantageEstimation
 from ray.rllib.core.columns import Columns
+from ray.rllib.core.learner.learner import VF_LOSS_KEY
 from ray.rllib.evaluation.postprocessing import Postprocessing
 from ray.rllib.utils.metrics import NUM_ENV_STEPS_SAMPLED_LIFETIME
 from ray.rllib.utils.schedules.scheduler import Scheduler
+from ray.rllib.utils.torch_utils import explained_variance
 from ray.rllib.utils.typing import ModuleID
 
 from envsdk import internals
+from envsdk.networks.reward_signals import RewardSignalsModule, policy_of_signals
 from envsdk.training.hooks import agent_step_clock
+from envsdk.training.substitutes.ppo import cloning
+from envsdk.training.substitutes.ppo.signals import REWARD_SIGNALS, SignalAdvantages, signals_of
 
 ADVANTAGE_NORMALIZATION = "advantage_normalization"  # the learner_config_dict key
 ADVANTAGE_NORMALIZATIONS = ("batch", "minibatch")  # RLlib's first
@@ -109,11 +131,92 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         self.per_minibatch = self.config.learner_config_dict.get(ADVANTAGE_NORMALIZATION) == "minibatch"
         self.clip_schedulers: dict[ModuleID, Scheduler] = {}  # modules whose clip follows a schedule
         pipeline = internals.learner_connector(self)
+        if pipeline is not None and any(isinstance(m, RewardSignalsModule) for m in self.module.values()):
+            pipeline.insert_after(
+                AddObservationsFromEpisodesToBatch, AddNextObservationsFromEpisodesToTrainBatch()
+            )
+            config: Any = self.config  # a PPOConfig (lambda_)
+            gae = SignalAdvantages(gamma=config.gamma, lambda_=config.lambda_)
+            pipeline.insert_after(GeneralAdvantageEstimation, gae)
+            pipeline.remove(GeneralAdvantageEstimation.__name__)
         if pipeline is not None and shuffles(self.config):
             pipeline.append(ShuffleRows())
+        self.cloning = cloning.for_learner(self)
+
+    def should_module_be_updated(self, module_id: ModuleID, multi_agent_batch: Any = None) -> bool:
+        """RLlib's; a reward-signals module learns where its policy does (``policies_to_train``
+        names policies, and RLlib refuses an id that is none)."""
+        policy = policy_of_signals(module_id)
+        decide: Any = super().should_module_be_updated  # untyped in RLlib
+        return bool(decide(policy or module_id, multi_agent_batch))
+
+    def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
+        """RLlib's; a reward-signals module gets one Adam per signal, at the signal's learning_rate."""
+        module = self.module[module_id].unwrapped()
+        if not isinstance(module, RewardSignalsModule):
+            super().configure_optimizers_for_module(module_id, config)
+            return
+        for signal in module.settings.intrinsic:
+            params = [p for p in module.models[signal.name].parameters() if p.requires_grad]
+            self.register_optimizer(
+                module_id=module_id,
+                optimizer_name=signal.name,
+                optimizer=torch.optim.Adam(params),
+                params=params,
+                lr_or_lr_schedule=signal.learning_rate,
+            )
 
     def compute_loss_for_module(
         self, *, module_id: ModuleID, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+    ) -> Any:
+        """RLlib's PPO loss (with the changes the module's docstring names) plus, for a policy with
+        reward signals, the mean of its value heads' losses; a reward-signals module's own loss.
+        A policy's loss is a sum of terms: a further one (behavioral cloning's) is one more term."""
+        module = self.module[module_id].unwrapped()
+        if isinstance(module, RewardSignalsModule):
+            return self._signals_loss(module_id, module, batch)
+        if signals_of(module) is None:
+            return self._policy_loss(module_id, config, batch, fwd_out)
+        heads = self._value_heads_loss(module_id, module, config, batch, fwd_out)
+        config = copy.copy(config)
+        config.use_critic = False  # RLlib's loss without its one-value term: the heads' instead
+        return self._policy_loss(module_id, config, batch, fwd_out) + heads
+
+    def _signals_loss(self, module_id: ModuleID, module: RewardSignalsModule, batch: dict[str, Any]) -> Any:
+        total, stats = module.losses(batch)
+        policy = str(policy_of_signals(module_id))
+        for name, terms in stats.items():
+            for term, value in terms.items():
+                self.metrics.log_value((policy, REWARD_SIGNALS, name, term), value, window=1)
+        return total
+
+    def _value_heads_loss(
+        self, module_id: ModuleID, module: Any, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
+    ) -> Any:
+        """ML-Agents' value loss over heads (the mean of each head's), each head's term RLlib's
+        (squared error, clipped at vf_clip_param), masked as RLlib masks."""
+        values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
+        targets = batch[Postprocessing.VALUE_TARGETS]
+        mask = batch.get(Columns.LOSS_MASK)
+        weight = torch.ones(values.shape[:-1], device=values.device) if mask is None else mask.float()
+        squared = (values - targets) ** 2
+        per_head = (squared.clamp(0, config.vf_clip_param) * weight[..., None]).sum(
+            dim=tuple(range(squared.dim() - 1))
+        ) / weight.sum().clamp(min=1.0)
+        unclipped = (squared * weight[..., None]).sum() / (weight.sum().clamp(min=1.0) * squared.shape[-1])
+        self.metrics.log_dict(
+            {
+                VF_LOSS_KEY: per_head.mean(),
+                LEARNER_RESULTS_VF_LOSS_UNCLIPPED_KEY: unclipped,
+                LEARNER_RESULTS_VF_EXPLAINED_VAR_KEY: explained_variance(targets.flatten(), values.flatten()),
+            },
+            key=module_id,
+            window=1,
+        )
+        return config.vf_loss_coeff * per_head.mean()
+
+    def _policy_loss(
+        self, module_id: ModuleID, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
     ) -> Any:
         if self.per_minibatch:
             advantages = standardized(batch[Postprocessing.ADVANTAGES], batch.get(Columns.LOSS_MASK))
@@ -156,3 +259,7 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
             scheduler = self.clip_schedulers.get(module_id)
             if scheduler is not None:
                 self.metrics.log_value((module_id, CURRENT_CLIP), scheduler.update(timestep=step), window=1)
+        for module_id, bc in self.cloning.items():  # after the policy's update, as ML-Agents' BC module
+            step = own.get(module_id, timesteps.get(NUM_ENV_STEPS_SAMPLED_LIFETIME, 0))
+            for name, value in bc.update(int(step)).items():
+                self.metrics.log_value((module_id, cloning.KEY, name), value, window=1)

@@ -98,6 +98,11 @@ def why_not_batched(config: Any) -> str | None:
     """
     if config.is_multi_agent:
         return "multi-agent envs sample with RLlib's MultiAgentEnvRunner"
+    if config.output and config.output_write_episodes:
+        return (
+            "output: records whole episodes, which RLlib's recorder packs before they become numpy"
+            " (output_write_episodes: false records transitions on the batched loop)"
+        )
     for side, made in zip(
         internals.CONNECTOR_DIRS,
         (internals.env_to_module_connector(config), internals.module_to_env_connector(config)),

@@ -2,7 +2,7 @@
 
 import pytest
 
-from envsdk.config.environment_parameters import PROGRESS, REWARD, Criteria, mean_of, parse
+from envsdk.config.own_keys.environment_parameters import PROGRESS, REWARD, Criteria, mean_of, parse
 from envsdk.config.yamlio import load_yaml_text
 from envsdk.errors import UserError
 from unity_bridge.samplers import Sampler
