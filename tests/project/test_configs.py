@@ -25,9 +25,10 @@ QUICK = {
 }
 CONFIGS = sorted(p.name for p in (ROOT / "configs").glob("*.yaml") if p.name not in OFFLINE)
 # The configs that take flags of their own train in a train.py each; the others train in one
-# train.py with several -f (as a user may run them), which pays Python's and RLlib's start once.
-ALONE = {"tune-search.yaml", *QUICK, *(name for name in CONFIGS if name.startswith("unity-"))}
-TOGETHER = [name for name in CONFIGS if name not in ALONE]
+# train.py with several -f (as a user may run them), which pays Python's and RLlib's start once
+# (QUICK's too, as copies with their flags' values in their config: with_flags).
+ALONE = {"tune-search.yaml", *(name for name in CONFIGS if name.startswith("unity-"))}
+TOGETHER = [name for name in CONFIGS if name not in ALONE and name not in QUICK]
 
 
 # Stock RLlib 2.60 cannot checkpoint these: its multi-agent replay buffer logs per-agent metrics
@@ -57,9 +58,12 @@ def experiment_names(name: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def together(ray_address, tmp_path_factory) -> tuple[str, Path]:
-    """Every config of TOGETHER trained for 2 iterations in one train.py; returns (stdout, results)."""
-    results = tmp_path_factory.mktemp("configs") / "results"
+    """Every config of TOGETHER, and of QUICK with its smaller batches, trained for 2 iterations in one
+    train.py; returns (stdout, results)."""
+    folder = tmp_path_factory.mktemp("configs")
+    results = folder / "results"
     files = [arg for name in TOGETHER for arg in ("-f", f"configs/{name}")]
+    files += [arg for name in sorted(QUICK) for arg in ("-f", str(with_flags(name, folder, QUICK[name])))]
     out = run_train(
         [*files, "--stop-iters", "2", "--checkpoint-at-end", "--ray-address", ray_address,
          "--local-dir", str(results)],
@@ -69,25 +73,45 @@ def together(ray_address, tmp_path_factory) -> tuple[str, Path]:
     return out.stdout, results
 
 
+def with_flags(name: str, folder: Path, flags: list[str]) -> Path:
+    """A copy of configs/NAME in ``folder`` with the ``--config.KEY=VALUE`` ``flags`` written into each
+    experiment's ``config:`` as train.py would set them (parsed as it parses them); every other key as
+    shipped. Only for configs that name no file beside them (QUICK's and STOCK_FLAGS': gymnasium ids):
+    they then train in one train.py with the others, not in one of their own (~10 s each of Python's,
+    RLlib's and the cluster join's start)."""
+    from envsdk.cli.train import parse_overrides
+
+    overrides = parse_overrides(flags)
+    experiments = yaml.safe_load((ROOT / "configs" / name).read_text())
+    for experiment in experiments.values():
+        experiment.setdefault("config", {}).update(overrides)
+    (folder / name).write_text(yaml.safe_dump(experiments, sort_keys=False))
+    return folder / name
+
+
 @pytest.fixture(scope="module")
 def stock(ray_address, tmp_path_factory) -> tuple[str, Path]:
-    """Every config of STOCK trained for 1 iteration in one train.py with ENVSDK_STOCK=1, and the heavy
-    ones (QUICK) with their smaller batches; returns (stdout, results)."""
-    results = tmp_path_factory.mktemp("stock") / "results"
-    common = ["--stop-iters", "1", "--ray-address", ray_address, "--local-dir", str(results)]
-    stdout = ""
+    """Every config of STOCK trained for 1 iteration with ENVSDK_STOCK=1, and the heavy ones (QUICK)
+    with their smaller batches; returns (stdout, results).
+
+    All in one train.py, the configs that take flags of their own (QUICK, STOCK_FLAGS) as copies with
+    those flags' values in their config (with_flags)."""
+    folder = tmp_path_factory.mktemp("stock")
+    results = folder / "results"
+    files = [a for name in STOCK if name not in STOCK_FLAGS for a in ("-f", f"configs/{name}")]
+    files += [
+        a
+        for name in sorted({*QUICK, *STOCK_FLAGS})
+        for a in ("-f", str(with_flags(name, folder, [*QUICK.get(name, []), *STOCK_FLAGS.get(name, [])])))
+    ]
     with pytest.MonkeyPatch.context() as env:
         env.setenv("ENVSDK_STOCK", "1")
-        runs = [[a for name in STOCK if name not in STOCK_FLAGS for a in ("-f", f"configs/{name}")]]
-        runs += [
-            ["-f", f"configs/{name}", *QUICK.get(name, []), *STOCK_FLAGS.get(name, [])]
-            for name in sorted({*QUICK, *STOCK_FLAGS})
-        ]
-        for files in runs:
-            out = run_train([*files, *common], timeout=570)  # under pytest-timeout's 600 s
-            assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-            stdout += out.stdout
-    return stdout, results
+        out = run_train(
+            [*files, "--stop-iters", "1", "--ray-address", ray_address, "--local-dir", str(results)],
+            timeout=570,  # under pytest-timeout's 600 s
+        )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    return out.stdout, results
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ refused for a listed reason.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
@@ -57,6 +58,7 @@ def readme_reasons() -> list[str]:
     return re.findall(r"^\| `([^`]+)` \|", section, flags=re.M)
 
 
+@functools.cache  # the same file's refusal is read by several tests: one train.py each (~4 s)
 def refuse(path: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "-f", str(path), "--stop-iters", "2", "--dry-run"],

@@ -80,13 +80,19 @@ def test_a_game_restarts_sooner_than_rllib_waits() -> None:
 
 
 @pytest.mark.slow
-def test_appo_counts_the_iterations_that_train_while_both_cores_are_busy(tmp_path: Path) -> None:
-    """RLlib's tuned APPO CartPole file, --stop-iters 2, beside two processes that keep both cores
-    busy: APPO's iterations return while its runner samples, and one that ends before the first
+@pytest.mark.parametrize(
+    ("file", "name", "algorithm"),
+    [("cartpole-appo", "cartpole-appo", "APPO"), ("pendulum-impala", "pendulum-impala-tf", "IMPALA")],
+)
+def test_async_algorithms_count_the_iterations_that_train_while_both_cores_are_busy(
+    tmp_path: Path, file: str, name: str, algorithm: str
+) -> None:
+    """RLlib's tuned APPO and IMPALA files, --stop-iters 2, beside two processes that keep both cores
+    busy: their iterations return while the runner samples, and one that ends before the first
     sample is not counted: the run says the runners are starting, waits, then trains 2 iterations."""
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
-        config = ROOT / "tests" / "data" / "corpus" / "cartpole-appo.yaml"
+        config = ROOT / "tests" / "data" / "corpus" / f"{file}.yaml"
         args = ["-f", str(config), "--stop-iters", "2", "--storage-path", str(tmp_path / "runs")]
         out = run_train(args, timeout=420)
     finally:
@@ -95,8 +101,8 @@ def test_appo_counts_the_iterations_that_train_while_both_cores_are_busy(tmp_pat
             hog.wait()
     said = out.stdout + out.stderr
     assert out.returncode == 0, said[-3000:]
-    assert re.search(r"^done: cartpole-appo: return [\d.]+ after [\d,]+ env steps", out.stdout, re.M), said
-    (trial,) = (tmp_path / "runs" / "cartpole-appo").glob("APPO_*")
+    assert re.search(rf"^done: {name}: return -?[\d.]+ after [\d,]+ env steps", out.stdout, re.M), said
+    (trial,) = (tmp_path / "runs" / name).glob(f"{algorithm}_*")
     counted = [int(float(r["training_iteration"])) for r in progress_rows(trial)]
     trained = [r for r in progress_rows(trial) if int(float(r["training_iteration"])) >= 1]
     assert counted[-2:] == [1, 2] and set(counted) <= {0, 1, 2}, counted

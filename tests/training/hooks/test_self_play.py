@@ -15,10 +15,19 @@ import numpy as np
 import pytest
 
 from envsdk import internals
-from envsdk.config.self_play import SelfPlaySettings, TeamsByName
+from envsdk.config.own_keys.self_play import SelfPlaySettings, TeamsByName
 from envsdk.errors import UserError
 from envsdk.training.hooks.self_play import LATEST, Ledger, _count, elo_change, game_result, interleaved
-from tests.helpers import ROOT, needs_xvfb, progress_rows, run_train, start_train, trial_dirs, wait_for_rows
+from tests.helpers import (
+    ROOT,
+    needs_xvfb,
+    progress_rows,
+    rollout_here,
+    run_train,
+    start_train,
+    trial_dirs,
+    wait_for_rows,
+)
 
 CYCLES = "configs/cycles-selfplay.yaml"
 SP = "self_play/cycle/"
@@ -212,10 +221,9 @@ def test_self_play_mistakes_exit_2_before_training(tmp_path, config, override, m
 
 
 def _rollout(checkpoint: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "rollout.py", str(checkpoint), "--no-out", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    """rollout.py's own code in this process, its exit status and output captured as a subprocess's
+    (each subprocess paid Python's, torch's and RLlib's start: ~3 s a call here)."""
+    return rollout_here(checkpoint, "--no-out", *args)
 
 
 @pytest.mark.slow
@@ -300,10 +308,14 @@ def _same(a: dict, b: dict) -> bool:
 @pytest.mark.slow
 @needs_xvfb
 def test_dodgeball_snapshots_swaps_team_changes_and_a_frozen_opponent(train, tmp_path):
-    settings = {"save_steps": 3000, "swap_steps": 2000, "team_change": 6000, "window": 3}
+    # Half the config's batch (500 env steps, about 800 of the learning team's agent steps an
+    # iteration) and step counts scaled to it: 6 iterations still see at least two snapshots, one
+    # team change and two swaps, in half the game's time (the events are re-derived below from the
+    # steps each row reports, whatever they were).
+    settings = {"save_steps": 1500, "swap_steps": 1000, "team_change": 3000, "window": 3}
     out = train(
         "-f", "configs/unity-dodgeball-selfplay.yaml", "--stop-iters", "6", "--checkpoint-freq", "1",
-        "--keep-checkpoints-num", "10",
+        "--keep-checkpoints-num", "10", "--config.train_batch_size=500", "--config.minibatch_size=125",
         f"--config.env_config.log_folder={tmp_path / 'logs'}", f"--config.self_play={json.dumps(settings)}",
         timeout=570,
     )  # fmt: skip

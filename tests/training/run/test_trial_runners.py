@@ -54,14 +54,17 @@ def _folder(trial: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_in_process_and_tune_trials_write_the_same_folder(tmp_path):
+def test_in_process_and_tune_trials_write_the_same_folder(ray_address, tmp_path):
     base = {"run": "PPO", "env": "CartPole-v1", "stop": {"training_iteration": 2}, "checkpoint_freq": 1}
     experiments = {
         "same": {**base, "config": CONFIG},  # one trial: in train.py's process
         "tuned": {**base, "max_failures": 1, "config": CONFIG},  # max_failures needs Tune
     }
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump(experiments))
-    out = run_train(["-f", "exp.yaml", "--local-dir", str(tmp_path / "results")], cwd=tmp_path)
+    # Joined to the session's Ray (conftest.py), as every other training test: a Ray of its own cost
+    # this test ~10 s of start-up, and neither runner's folder depends on which cluster it ran on.
+    args = ["-f", "exp.yaml", "--ray-address", ray_address, "--local-dir", str(tmp_path / "results")]
+    out = run_train(args, cwd=tmp_path)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (ours,) = (tmp_path / "results" / "same").glob("PPO_*")
     (tunes,) = (tmp_path / "results" / "tuned").glob("PPO_*")
