@@ -76,10 +76,12 @@ class RewardSignals:
         """The signals with a model to learn (all but extrinsic)."""
         return tuple(s for s in self.signals if s.name != EXTRINSIC)
 
-    @property
-    def only_extrinsic_at_one(self) -> bool:
-        """The env's reward alone at strength 1: plain RLlib PPO, nothing to add."""
-        return len(self.signals) == 1 and self.signals[0].name == EXTRINSIC and self.signals[0].strength == 1
+    def only_extrinsic_at_one(self, gamma: float) -> bool:
+        """The env's reward alone at strength 1, discounted by the policy's ``gamma``: plain RLlib
+        PPO, nothing to add."""
+        if len(self.signals) != 1 or self.signals[0].name != EXTRINSIC:
+            return False
+        return self.signals[0].strength == 1 and self.signals[0].gamma == gamma
 
     def to_config(self) -> list[dict[str, Any]]:
         """Plain values for a module's ``model_config`` (checkpoints pickle it)."""
@@ -201,14 +203,17 @@ class SignalPlan:
     def given(self) -> bool:
         return self.run is not None or bool(self.own)
 
+    def gamma_of(self, policy: str) -> float:
+        """The policy's discount: its own (``algorithm_config_overrides_per_module``), else the run's."""
+        return (self.gammas or {}).get(policy, self.run_gamma)
+
     def of(self, policy: str) -> RewardSignals | None:
         """One policy's signals: its own, else the run's with its gamma as the default discount."""
         if self.own and policy in self.own:
             return self.own[policy]
         if self.run is None:
             return None
-        gamma = (self.gammas or {}).get(policy, self.run_gamma)
-        return parse(self.run, self.where, gamma, base=self.base)
+        return parse(self.run, self.where, self.gamma_of(policy), base=self.base)
 
 
 def take(values: LineDict, default_gamma: float, base: Path | None = None) -> SignalPlan:

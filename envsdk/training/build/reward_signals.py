@@ -65,6 +65,12 @@ def add_cloning(
         settings = cloning_of(plan, policy)
         if settings is None:
             continue
+        if _recurrent(config, policy):
+            raise UserError(
+                f"{where}: {CLONING} with a recurrent policy ('{policy}': use_lstm or use_attention) is"
+                " not built: cloning feeds single steps",
+                f"drop {CLONING} or the policy's memory",
+            )
         _check_demo(settings.demo_path, obs, act, f"{where}: {CLONING}.demo_path (policy '{policy}')")
         own = dict(overrides.get(policy, {}))
         learner_config = {**config.learner_config_dict, **own.get("learner_config_dict", {})}
@@ -109,7 +115,7 @@ def add_signal_modules(
     headed = []
     for policy, (obs, act) in sorted(_spaces(info, config).items()):
         signals = plan.of(policy)
-        if signals is None or signals.only_extrinsic_at_one:
+        if signals is None or signals.only_extrinsic_at_one(plan.gamma_of(policy)):
             if single is not None and policy not in specs:  # a policy without signals: the run's module
                 specs[policy] = _spec_for(single, obs, act, {})
             continue
@@ -125,6 +131,17 @@ def add_signal_modules(
     if not headed:  # only the env's reward at strength 1 (or no env known yet): RLlib's PPO as it is
         return
     config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+
+
+def _recurrent(config: AlgorithmConfig, policy: str) -> bool:
+    """Whether the policy's module keeps a memory (the run's model_config, or its own spec's)."""
+    given = config.rl_module_spec
+    spec = (given.rl_module_specs or {}).get(policy) if isinstance(given, MultiRLModuleSpec) else given
+    own: Any = getattr(spec, "model_config", None) or {}
+    if dataclasses.is_dataclass(own) and not isinstance(own, type):
+        own = dataclasses.asdict(own)
+    merged = {**(config.model_config or {}), **dict(own)}
+    return bool(merged.get("use_lstm") or merged.get("use_attention"))
 
 
 def _signals_spec(

@@ -117,3 +117,19 @@ def test_train_exits_2_with_the_line_and_a_suggestion(tmp_path: Path) -> None:
     assert f"{path}:5" in out.stderr and "'lerning_rate' is no setting" in out.stderr
     assert "did you mean 'learning_rate'?" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("given", "plain"),
+    [
+        ({"extrinsic": {}}, True),
+        ({"extrinsic": {"strength": 1.0, "gamma": 0.95}}, True),  # the run's gamma below
+        ({"extrinsic": {"strength": 1.0, "gamma": 0.9}}, False),
+        ({"extrinsic": {"strength": 0.5}}, False),
+        ({"extrinsic": {}, "rnd": {}}, False),
+    ],
+)
+def test_only_the_envs_reward_at_strength_1_and_the_policys_gamma_is_plain_ppo(given, plain) -> None:
+    """Anything else (another gamma, another strength) takes value heads and GAE per signal."""
+    signals = parse(given, "x.yaml:1", 0.95)
+    assert signals.only_extrinsic_at_one(0.95) is plain

@@ -39,7 +39,7 @@ def test_the_learning_rate_is_the_policys_times_strength_decayed_over_steps(step
     assert bc.lr(at) == pytest.approx(expected, rel=1e-6)
 
 
-def _experiment(tmp_path: Path, cloning: object, run: str = "PPO") -> Path:
+def _experiment(tmp_path: Path, cloning: object, run: str = "PPO", **extra: object) -> Path:
     config = {
         "num_env_runners": 0,
         "train_batch_size": 500,
@@ -48,7 +48,7 @@ def _experiment(tmp_path: Path, cloning: object, run: str = "PPO") -> Path:
         "lr": 3e-4,
     }
     experiment = {"bc": {"run": run, "env": "CartPole-v1", "checkpoint_at_end": True,
-                         "config": {**config, "behavioral_cloning": cloning}}}  # fmt: skip
+                         "config": {**config, **extra, "behavioral_cloning": cloning}}}  # fmt: skip
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump(experiment, sort_keys=False))
     return path
@@ -87,6 +87,7 @@ def test_ppo_with_cloning_learns_the_demonstrators_actions(tmp_path: Path) -> No
     assert agree > 0.8, agree  # chance: about 0.5
 
 
+@pytest.mark.substitution(substitutions.PPO_LEARNER)  # stock mode refuses the key before these checks
 @pytest.mark.parametrize(
     ("cloning", "run", "says"),
     [
@@ -95,10 +96,12 @@ def test_ppo_with_cloning_learns_the_demonstrators_actions(tmp_path: Path) -> No
         ({"demo_path": "lean.demo", "strenght": 1.0}, "PPO", "strenght"),
         ({"demo_path": "lean.demo", "steps": -5}, "PPO", "behavioral_cloning.steps is -5"),
         ({"demo_path": "lean.demo"}, "DQN", "behavioral_cloning trains with PPO's learner in this version"),
+        ({"demo_path": "lean.demo", "model_config": {"use_lstm": True}}, "PPO", "with a recurrent policy"),
     ],
 )
 def test_a_mistake_is_one_line_before_anything_starts(tmp_path: Path, cloning, run, says) -> None:
     (tmp_path / "lean.demo").write_bytes(b"")
-    out = run_train(["-f", str(_experiment(tmp_path, cloning, run)), "--stop-iters", "1"])
+    extra = {"model_config": cloning.pop("model_config")} if "model_config" in cloning else {}
+    out = run_train(["-f", str(_experiment(tmp_path, cloning, run, **extra)), "--stop-iters", "1"])
     assert out.returncode == 2, out.stderr[-2000:]
     assert says in out.stderr and "Traceback" not in out.stderr

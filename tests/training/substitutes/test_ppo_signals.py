@@ -121,6 +121,9 @@ def test_ppo_with_curiosity_and_rnd_trains_reports_and_restores(tmp_path: Path, 
         for column in columns:
             assert math.isfinite(float(row[column])), (column, row.get(column))
     assert float(rows[-1][f"{prefix}/extrinsic/reward_mean"]) == 1.0  # CartPole: 1 a step
+    assert (
+        float(rows[-1]["learners/default_policy/vf_loss"]) > 0
+    )  # the heads', not RLlib's loss without critic
     assert float(rows[-1][f"{prefix}/curiosity/reward_mean"]) > 0
     checkpoint = next(trial.glob("checkpoint_*"))
     code, played = rollout_in_process(str(checkpoint), "--episodes", "1")
@@ -129,6 +132,26 @@ def test_ppo_with_curiosity_and_rnd_trains_reports_and_restores(tmp_path: Path, 
     if not memory:  # the policy alone goes to ONNX, not its signals' models
         code, _ = rollout_in_process(str(checkpoint), "--export-onnx", str(tmp_path / "policy.onnx"))
         assert code == 0 and (tmp_path / "policy.onnx").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.substitution(substitutions.PPO_LEARNER)
+def test_the_envs_reward_alone_at_another_strength_and_gamma_takes_its_own_head(tmp_path: Path) -> None:
+    """extrinsic at strength 0.5 and gamma 0.9 (the run's 0.99), no signal model: its one value head
+    and GAE with its own gamma on the halved reward, not RLlib's GAE on the env's."""
+    config = {"num_env_runners": 0, "train_batch_size": 256, "minibatch_size": 64, "num_epochs": 1}
+    signals = {"extrinsic": {"strength": 0.5, "gamma": 0.9}}
+    experiment = {
+        "half": {"run": "PPO", "env": "CartPole-v1", "config": {**config, "reward_signals": signals}}
+    }
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump(experiment, sort_keys=False))
+    out = run_train(["-f", str(path), "--stop-iters", "1", "--local-dir", str(tmp_path / "results")])
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "a value per reward signal: extrinsic" in out.stdout
+    (row,) = progress_rows(trial_dirs(tmp_path / "results")[0])
+    assert float(row["learners/default_policy/reward_signals/extrinsic/reward_mean"]) == 0.5
+    assert 0 < float(row["learners/default_policy/vf_loss"]) < 10  # returns of at most 0.5 / (1 - 0.9)
 
 
 def _write_demo(path: Path, width: int, rows: int = 40) -> None:
@@ -216,3 +239,29 @@ def test_each_policy_has_its_own_signals_and_self_play_copies_the_heads(tmp_path
     assert math.isfinite(float(row["learners/policy_1/reward_signals/curiosity/forward_loss"]))
     (row,) = progress_rows(cycles)
     assert math.isfinite(float(row["learners/cycle/reward_signals/curiosity/reward_mean"]))
+
+
+@pytest.mark.parametrize("stateful", [False, True])
+@pytest.mark.parametrize("heads", [1, 3])
+def test_the_value_loss_is_each_heads_squared_error_over_the_rows_that_count(
+    heads: int, stateful: bool
+) -> None:
+    """One head (RLlib's compute_values drops its axis) as several: each head's loss is the mean
+    squared error over the rows the mask keeps, clipped per row; padding rows count for nothing."""
+    import torch
+
+    from envsdk.training.substitutes.ppo.learner import heads_losses
+
+    shape = (2, 5) if stateful else (10,)
+    rng = np.random.default_rng(heads)
+    targets = torch.as_tensor(rng.normal(size=(*shape, heads)), dtype=torch.float32)
+    mask = torch.as_tensor(rng.random(shape) > 0.3)
+    exact = targets.squeeze(-1) if heads == 1 else targets.clone()
+    _, per_head, unclipped = heads_losses(exact, targets, mask, clip=10.0)
+    assert per_head.shape == (heads,) and float(per_head.abs().max()) == 0.0 and float(unclipped) == 0.0
+    off = exact + 2.0
+    off[~mask] += 100.0  # rows the mask drops: no weight whatever their error
+    _, per_head, unclipped = heads_losses(off, targets, mask, clip=10.0)
+    assert torch.allclose(per_head, torch.full((heads,), 4.0)) and float(unclipped) == pytest.approx(4.0)
+    _, clipped, _ = heads_losses(off, targets, mask, clip=1.0)
+    assert torch.allclose(clipped, torch.ones(heads))

@@ -103,6 +103,8 @@ class BehavioralCloning:
             group["lr"] = lr
         size = min(self.settings.batch_size, self.rows)
         limit = self.settings.samples_per_update
+        if limit < size:  # ML-Agents: fewer samples than a batch (0 among them) is no limit
+            limit = 0
         rows = self.rows if limit <= 0 else min(self.rows, limit)
         losses = []
         for _ in range(self.settings.num_epoch):

@@ -122,6 +122,21 @@ def standardized(advantages: torch.Tensor, mask: torch.Tensor | None) -> torch.T
     return (advantages - counted.mean()) / (counted.std() + 1e-8)
 
 
+def heads_losses(
+    values: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None, clip: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(values shaped as targets, each head's clipped loss, the unclipped mean)``: RLlib's value
+    loss term (squared error clipped at ``clip``) per head, over the rows ``mask`` keeps.  ``targets``
+    have a last axis of heads; RLlib's ``compute_values`` drops it where there is one head."""
+    values = values.reshape(targets.shape)
+    weight = torch.ones(values.shape[:-1], device=values.device) if mask is None else mask.float()
+    squared = (values - targets) ** 2
+    rows = weight.sum().clamp(min=1.0)
+    per_head = (squared.clamp(0, clip) * weight[..., None]).sum(dim=tuple(range(squared.dim() - 1))) / rows
+    unclipped = (squared * weight[..., None]).sum() / (rows * squared.shape[-1])
+    return values, per_head, unclipped
+
+
 class PPOTorchLearner(RLlibPPOTorchLearner):
     """RLlib's PPO learner; the train batch shuffled before the first epoch as before the others,
     and advantages normalized per minibatch with ``advantage_normalization: minibatch``."""
@@ -131,7 +146,9 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         self.per_minibatch = self.config.learner_config_dict.get(ADVANTAGE_NORMALIZATION) == "minibatch"
         self.clip_schedulers: dict[ModuleID, Scheduler] = {}  # modules whose clip follows a schedule
         pipeline = internals.learner_connector(self)
-        if pipeline is not None and any(isinstance(m, RewardSignalsModule) for m in self.module.values()):
+        # A policy with value heads (reward signals, or the env's reward at another strength or
+        # gamma) takes the GAE per signal, whether or not it has a signal model to learn.
+        if pipeline is not None and any(signals_of(m) is not None for m in self.module.values()):
             pipeline.insert_after(
                 AddObservationsFromEpisodesToBatch, AddNextObservationsFromEpisodesToTrainBatch()
             )
@@ -177,10 +194,11 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
             return self._signals_loss(module_id, module, batch)
         if signals_of(module) is None:
             return self._policy_loss(module_id, config, batch, fwd_out)
-        heads = self._value_heads_loss(module_id, module, config, batch, fwd_out)
-        config = copy.copy(config)
-        config.use_critic = False  # RLlib's loss without its one-value term: the heads' instead
-        return self._policy_loss(module_id, config, batch, fwd_out) + heads
+        without_critic = copy.copy(config)
+        without_critic.use_critic = False  # RLlib's loss without its one-value term: the heads' instead
+        policy = self._policy_loss(module_id, without_critic, batch, fwd_out)
+        # after RLlib's loss, which logs its vf metrics as zeros without a critic: the heads' are kept
+        return policy + self._value_heads_loss(module_id, module, config, batch, fwd_out)
 
     def _signals_loss(self, module_id: ModuleID, module: RewardSignalsModule, batch: dict[str, Any]) -> Any:
         total, stats = module.losses(batch)
@@ -195,15 +213,11 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
     ) -> Any:
         """ML-Agents' value loss over heads (the mean of each head's), each head's term RLlib's
         (squared error, clipped at vf_clip_param), masked as RLlib masks."""
+        targets = batch[Postprocessing.VALUE_TARGETS]  # one column per head
         values = module.compute_values(batch, embeddings=fwd_out.get(Columns.EMBEDDINGS))
-        targets = batch[Postprocessing.VALUE_TARGETS]
-        mask = batch.get(Columns.LOSS_MASK)
-        weight = torch.ones(values.shape[:-1], device=values.device) if mask is None else mask.float()
-        squared = (values - targets) ** 2
-        per_head = (squared.clamp(0, config.vf_clip_param) * weight[..., None]).sum(
-            dim=tuple(range(squared.dim() - 1))
-        ) / weight.sum().clamp(min=1.0)
-        unclipped = (squared * weight[..., None]).sum() / (weight.sum().clamp(min=1.0) * squared.shape[-1])
+        values, per_head, unclipped = heads_losses(
+            values, targets, batch.get(Columns.LOSS_MASK), config.vf_clip_param
+        )
         self.metrics.log_dict(
             {
                 VF_LOSS_KEY: per_head.mean(),
