@@ -36,7 +36,6 @@ import numpy as np
 
 from envsdk.errors import UserError, said_under
 from envsdk.notices import notice
-from unity_bridge.errors import SettingsError
 
 OFFLINE_ALGOS = {"BC", "MARWIL", "CQL", "IQL"}
 PIPELINE_CPUS = 0.5  # per pre-learner actor and per read task of the offline data pipeline
@@ -215,7 +214,8 @@ def transitions(npz: Path) -> dict[str, np.ndarray]:
 def demo_transitions(source: Path) -> dict[str, np.ndarray]:
     """One row per recorded step of an ML-Agents demonstration (a file, or a folder of them), in the
     columns of :func:`transitions`; a demonstration that cannot be, refused in its one line."""
-    from unity_bridge.demo_files import read_demo
+    from unity_bridge.demo_files import read_demo  # protobuf and gRPC: only where a run reads a demo
+    from unity_bridge.errors import SettingsError
 
     try:
         rows = read_demo(source).flat_transitions(str(source))
