@@ -467,7 +467,13 @@ def _write_faulty_run(faulty_module, folder: Path, iterations: int, **config) ->
             "run": "PPO",
             "env": "faulty_env.Faulty",
             "stop": {"training_iteration": iterations},
-            "config": {"train_batch_size": 200, "minibatch_size": 100, "num_epochs": 1, **config},
+            "config": {
+                "train_batch_size": 200,
+                "minibatch_size": 100,
+                "num_epochs": 1,
+                "delay_between_env_runner_restarts_s": 1,  # RLlib's default restart waits 60 s
+                **config,
+            },
         }
     }
     (folder / "exp.yaml").write_text(yaml.safe_dump(experiment))

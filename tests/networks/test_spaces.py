@@ -460,9 +460,11 @@ class CrashEnv(gym.Env):
 @pytest.mark.parametrize("restarts", [False, True], ids=["default", "restart_failed_env_runners"])
 def test_crashing_env_runner_fails_the_run(train, tmp_path, restarts):
     (tmp_path / "crash_env.py").write_text(CRASH_ENV)
+    # RLlib restarts a failed runner by default, after 60 s unless told otherwise.
     config = {"num_env_runners": 1, "train_batch_size": 200, "minibatch_size": 100}
+    config.update(delay_between_env_runner_restarts_s=1)
     if restarts:
-        config.update(restart_failed_env_runners=True, delay_between_env_runner_restarts_s=1)
+        config.update(restart_failed_env_runners=True)
     text = yaml.safe_dump({"crash": {"run": "PPO", "env": "crash_env.CrashEnv", "config": config}})
     (tmp_path / "crash.yaml").write_text(text)
     started = time.monotonic()

@@ -495,7 +495,7 @@ def test_a_crashing_env_with_restarts_trains_on_and_its_restarts_are_counted(cra
 @pytest.mark.parametrize(
     ("env", "runners", "raised"),
     [
-        (CRASHING, 1, "raised EnvError: Simulated env crash"),  # a remote runner, no restarts
+        (CRASHING, 1, "raised EnvError: Simulated env crash"),  # a remote runner, RLlib's restarts
         (
             f"{EXAMPLES}.ten_step_error_env.TenStepErrorEnv",
             0,
@@ -514,6 +514,7 @@ def test_an_env_that_raises_ends_the_run_with_one_line_naming_it(ray_address, tm
         **SMALL,
         "num_env_runners": runners,
         "env_config": {"p_crash": 0.05, "crash_on_worker_indices": [1]},
+        "delay_between_env_runner_restarts_s": 1,  # RLlib's 60 s wait before its default restart
     }
     exp = {"run": "PPO", "env": env, "stop": {"training_iteration": 3}, "config": config}
     (tmp_path / "exp.yaml").write_text(yaml.safe_dump({"faulty": exp}))

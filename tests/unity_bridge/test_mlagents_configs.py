@@ -151,7 +151,8 @@ def test_walljump_curriculum_advances_reaches_the_game_and_resumes_in_its_lesson
     assert big == sorted(big) and small == sorted(small), (big, small)  # in order
     assert small[3] >= stopped_in and small[-1] >= 2, small  # resumed in its lesson, and on from there
     values = [float(r["curriculum/small_wall_height/value"]) for r in table]
-    assert values[0] == 1.5 and values[-1] == {2: 2.5, 3: 4.0}[small[-1]]
+    lesson_values = {0: 1.5, 1: 2.0, 2: 2.5, 3: 4.0}  # each lesson's value in the file
+    assert values == [lesson_values[lesson] for lesson in small], (values, small)
     log = "\n".join(p.read_text() for p in sorted(logs.glob("*/*.log")))
     for low, high in ((0.0, 4.0),):  # Lesson0's sampler, drawn per episode
         drawn = [
