@@ -119,6 +119,7 @@ def run_ours(task: Task, seed: int, cap: float, flags: Sequence[str] = ()) -> di
         if rows
         else None,  # when not solved: the steps it ran
         "curve": [(t + offset, r) for t, r in curve],
+        "notices": [line for line in proc.stderr.splitlines() if line.startswith("notice:")],
     }  # fmt: skip
 
 

@@ -46,6 +46,7 @@ TRANSITION_REPLAY = "transition-replay"
 SAC_LEARNER = "sac-learner"
 PPO_LEARNER = "ppo-learner"
 DQN_LEARNER = "dqn-learner"
+IMPALA_LEARNER = "impala-learner"
 SAC_MODULE = "sac-module"
 IN_PROCESS_TRIAL = "in-process-trial"
 ENV_GUARD = "env-guard"
@@ -57,12 +58,15 @@ FUSED_ADAM = "fused-adam"
 FINITE_CHECK_ONCE = "finite-check-once"
 FROZEN_IMPORTS = "frozen-imports"
 EPISODES_CONVERTED_ONCE = "episodes-converted-once"
+PARALLEL_ENVS = "parallel-envs"
 
 
 @dataclass(frozen=True)
 class Substitution:
     name: str
-    kind: str  # "patch" (process-wide, speedups.py), "class" (swapped in the config), "loop", "wrapper"
+    # "patch" (process-wide, speedups.py), "class" (swapped in the config), "loop", "wrapper",
+    # "default" (a config value of RLlib's that the build chooses where the YAML leaves it out)
+    kind: str
     replaces: str  # RLlib's (Tune's, torch's) piece that ours stands in for
     ours: str  # where ours lives
     buys: str  # what it buys, and the benchmark that measures it
@@ -95,7 +99,7 @@ TABLE: dict[str, Substitution] = {
             "SACTorchLearner (three backward passes)",
             "envsdk/training/substitutes/sac/learner.py",
             "one backward pass for the same gradients (benchmarks/floor.py, replay.py)",
-            "critic_loss: squared (RLlib's learner has the huber loss only)",
+            "critic_loss: squared (RLlib's learner has the huber loss only); reward_signals",
         ),
         Substitution(
             PPO_LEARNER,
@@ -113,7 +117,15 @@ TABLE: dict[str, Substitution] = {
             "DQNTorchLearner's optimizer (Adam with torch's epsilon)",
             "envsdk/training/substitutes/dqn/learner.py",
             "a feature, not speed: the same optimizer with the config's epsilon",
-            "adam_epsilon (RLlib 2.60's DQN learner does not read it)",
+            "adam_epsilon (RLlib 2.60's DQN learner does not read it); reward_signals",
+        ),
+        Substitution(
+            IMPALA_LEARNER,
+            "class",
+            "IMPALATorchLearner and APPOTorchLearner (unchanged without reward_signals)",
+            "envsdk/training/substitutes/impala/learner.py, envsdk/training/substitutes/reward_signals.py",
+            "a feature, not speed: reward signals summed into the reward V-trace reads",
+            "reward_signals (the signals' rewards summed, their models learnt)",
         ),
         Substitution(
             SAC_MODULE,
@@ -201,6 +213,14 @@ TABLE: dict[str, Substitution] = {
             "envsdk/internals/patches.py",
             "each ended episode converted to numpy once (benchmarks/speedups.py)",
             install=internals.convert_done_episodes_once,
+        ),
+        Substitution(
+            PARALLEL_ENVS,
+            "default",
+            "gym_env_vectorize_mode's default (sync: a runner's envs step one after another) where the"
+            " start-up check times a costly step",
+            "envsdk/training/substitutes/sampling/parallel_envs.py, envsdk/training/build/stages.py",
+            "a costly env's copies step on every core (benchmarks/expensive_env.py)",
         ),
     )
 }

@@ -105,14 +105,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def substitutions_under_test(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """The suite may run on stock RLlib (ENVSDK_STOCK=1, envsdk/substitutions.py); a test of one of
     the substitutions (``@pytest.mark.substitution("name")``) still runs with that one on."""
-    from envsdk import substitutions
+    from tests.helpers import keep_substitutions_on
 
     mark = request.node.get_closest_marker("substitution")
-    if mark is None or not os.environ.get(substitutions.STOCK):
-        return
-    off = substitutions.off_in_environment() - set(mark.args)
-    monkeypatch.setenv(substitutions.STOCK, ",".join(sorted(off)) or "0")
-    monkeypatch.delenv(substitutions.NO_PATCHES, raising=False)
+    if mark is not None:
+        keep_substitutions_on(monkeypatch, mark.args)
 
 
 @pytest.fixture(autouse=True)

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,18 @@ def end_processes_mentioning(text: str) -> None:
     for pid in processes_mentioning(text):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+
+
+def keep_substitutions_on(monkeypatch: pytest.MonkeyPatch, names: Iterable[str]) -> None:
+    """Where the suite runs on stock RLlib (ENVSDK_STOCK), these substitutions on all the same (a
+    test of them: ``@pytest.mark.substitution(name)``, or a fixture that trains with them)."""
+    from envsdk import substitutions
+
+    if not os.environ.get(substitutions.STOCK):
+        return
+    off = substitutions.off_in_environment() - set(names)
+    monkeypatch.setenv(substitutions.STOCK, ",".join(sorted(off)) or "0")
+    monkeypatch.delenv(substitutions.NO_PATCHES, raising=False)
 
 
 def run_train(args: list[str], cwd: Path = ROOT, timeout: int = 300) -> subprocess.CompletedProcess:

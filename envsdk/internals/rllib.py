@@ -149,7 +149,8 @@ def learner_connector_setting(config: Any) -> Any:
 
 
 def learner_connector(learner: Any) -> Any:
-    """A Learner's connector pipeline (kept privately), to read what ``normalize_rewards`` learned."""
+    """A Learner's connector pipeline (kept privately): what ``normalize_rewards`` learned is read
+    there, and reward signals add their pieces to it (next observations, GAE per signal)."""
     return learner._learner_connector
 
 

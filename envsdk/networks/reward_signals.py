@@ -18,9 +18,9 @@ optimizers and state go into checkpoints with the policy's.  It holds one model 
   ``-log(1 - D)``.  The demonstration is read where the module is built, not checkpointed.
 
 Each model's loss is its own; the learner steps each signal's parameters with its own Adam at the
-signal's ``learning_rate`` (:mod:`envsdk.training.substitutes.ppo.learner`).  Observations of any
-Box (flattened, images included), Discrete, MultiDiscrete, MultiBinary, Dict or Tuple space are
-read; actions of any of these (continuous parts regressed, discrete branches classified).
+signal's ``learning_rate`` (:class:`envsdk.training.substitutes.reward_signals.SignalModelsLearner`).
+Observations of any Box (flattened, images included), Discrete, MultiDiscrete, MultiBinary, Dict or
+Tuple space are read; actions of any of these (continuous parts regressed, discrete branches classified).
 """
 
 from __future__ import annotations
@@ -31,16 +31,20 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 import torch
+import tree
 from ray.rllib.core.columns import Columns
 from ray.rllib.core.rl_module.torch.torch_rl_module import TorchRLModule
 from torch import nn
 
 from envsdk.config.own_keys.reward_signals import RewardSignals, Signal
+from envsdk.envs.demo_layout import Layout, first_choices
 from envsdk.envs.keys import MASK_KEY
+from envsdk.envs.spaces import EntitySet, TextTokens
 from envsdk.errors import UserError
 
 SIGNALS = "reward_signals"  # the model_config key: RewardSignals.to_config()
 SUFFIX = "@reward_signals"
+EPISODE_ENDED = "episode_ended"  # the learner batch's column: 1.0 at an episode's real last step
 EPSILON = 1e-10
 INVERSE_WIDTH = 256  # ML-Agents' forward and inverse models: one layer of 256
 
@@ -92,15 +96,10 @@ def _branches(space: gym.Space) -> list[int]:
     return []
 
 
-def _start(space: gym.Space) -> Any:
-    """The first value of a discrete leaf's branches (gymnasium's ``start``)."""
-    return np.asarray(getattr(space, "start", 0)).ravel()
-
-
 def chosen(space: gym.Space, x: torch.Tensor) -> torch.Tensor:
     """A discrete leaf's batch of choices as (rows, branches) indices from 0."""
     x = x.long().reshape(len(x), len(_branches(space)))
-    return x - torch.as_tensor(_start(space), device=x.device)
+    return x - torch.as_tensor(first_choices(space), device=x.device)
 
 
 def _width(space: gym.Space) -> int:
@@ -124,21 +123,42 @@ def flat(space: gym.Space, value: Any) -> torch.Tensor:
     return torch.cat(parts, dim=1)
 
 
+def _normalized(leaf: gym.Space) -> bool:
+    """Whether ML-Agents would normalise this part of an observation: a vector observation (its
+    ``VectorInput``, which ``ObservationEncoder`` builds with ``normalize``: mlagents'
+    trainers/torch_entities/networks.py and utils.py ``get_encoder_for_obs``), here a Box that is no
+    image (uint8 or of rank 3: a visual observation, never normalised) and no text or entity set.
+    One-hot choices (Discrete, MultiDiscrete) and MultiBinary flags, which ML-Agents has no
+    observation for, are read as they are."""
+    return (
+        isinstance(leaf, gym.spaces.Box)
+        and not isinstance(leaf, TextTokens | EntitySet)
+        and leaf.dtype != np.uint8
+        and len(leaf.shape) != 3
+    )
+
+
 class Normalizer(nn.Module):
-    """A running mean and variance of the inputs (ML-Agents' ``normalize``), updated while training."""
+    """A running mean and variance of the inputs (ML-Agents' ``normalize``), updated while training,
+    applied to the columns of :func:`flat` features that are vector observations (:func:`_normalized`)."""
 
     count: torch.Tensor
     mean: torch.Tensor
     var: torch.Tensor
+    columns: torch.Tensor
 
-    def __init__(self, width: int):
+    def __init__(self, space: gym.Space):
         super().__init__()
+        columns = [torch.full((_width(leaf),), _normalized(leaf)) for leaf in _space_leaves(space)]
+        width = sum(len(c) for c in columns)
         self.register_buffer("count", torch.zeros(()))
         self.register_buffer("mean", torch.zeros(width))
         self.register_buffer("var", torch.ones(width))
+        self.register_buffer("columns", torch.cat(columns), persistent=False)  # the space's: no state
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.clamp((x - self.mean) / torch.sqrt(self.var + 1e-6), -5.0, 5.0)
+        normalized = torch.clamp((x - self.mean) / torch.sqrt(self.var + 1e-6), -5.0, 5.0)
+        return torch.where(self.columns, normalized, x)
 
     @torch.no_grad()
     def update(self, x: torch.Tensor) -> None:
@@ -162,7 +182,7 @@ class Encoder(nn.Module):
         super().__init__()
         self.space = space
         width = sum(_width(leaf) for leaf in _space_leaves(space))
-        self.normalizer = Normalizer(width) if signal.normalize else None
+        self.normalizer = Normalizer(space) if signal.normalize else None
         layers: list[nn.Module] = []
         size = width + extra
         for _ in range(signal.num_layers):
@@ -323,7 +343,7 @@ class Discriminator(nn.Module):
         obs = flat(self.obs_space, batch[Columns.OBS])
         if not self.use_actions:
             return obs, None
-        done = batch[Columns.TERMINATEDS].float().reshape(len(obs), 1)
+        done = episode_ends(batch).reshape(len(obs), 1)
         return obs, torch.cat([flat(self.act_space, batch[Columns.ACTIONS]), done], dim=1)
 
     def _estimate(
@@ -344,16 +364,9 @@ class Discriminator(nn.Module):
 
     def expert_batch(self, rows: int, device: torch.device) -> dict[str, Any]:
         """``rows`` of the expert's steps drawn at random."""
-        count = len(self.expert[Columns.TERMINATEDS])
-        index = torch.randint(count, (rows,))
-
-        def take(x: Any) -> Any:
-            return x[index].to(device) if isinstance(x, torch.Tensor) else type(x)(take(v) for v in x)
-
-        return {
-            k: {n: take(v) for n, v in column.items()} if isinstance(column, dict) else take(column)
-            for k, column in self.expert.items()
-        }
+        index = torch.randint(len(self.expert[Columns.TERMINATEDS]), (rows,))
+        taken: dict[str, Any] = tree.map_structure(lambda x: x[index].to(device), self.expert)
+        return taken
 
     def loss(
         self, batch: dict[str, Any], mask: torch.Tensor | None
@@ -409,54 +422,62 @@ class Discriminator(nn.Module):
         return torch.mean((norm - 1) ** 2)
 
 
+def episode_ends(batch: dict[str, Any]) -> torch.Tensor:
+    """1.0 at each row that is its episode's last real step, however the episode ended (by the env or
+    by a step limit), 0.0 elsewhere: GAIL's done flag with ``use_actions``, the same on both sides.
+
+    ML-Agents 1.1.0: the expert's flag is ``next_done``, whether the step after a row is terminal
+    (trainers/demo_loader.py ``make_demo_buffer``), a terminal step ending the episode whether the
+    game ended it or it reached max_step (``interrupted``); the policy's is ``done`` of each
+    ``AgentExperience``, ``isinstance(step, TerminalStep)``, max_step included
+    (trainers/agent_processor.py, into ``BufferKey.DONE`` by trainers/trajectory.py); the
+    discriminator reads ``BufferKey.DONE`` of both
+    (trainers/torch_entities/components/reward_providers/gail_reward_provider.py).
+
+    A PPO, APPO or IMPALA batch says it in :data:`EPISODE_ENDED`
+    (``training.substitutes.reward_signals.MarkEpisodeEnds``): there RLlib's
+    ``AddOneTsToEpisodesAndTruncate`` marks truncated every chunk the sampler cut mid-episode too.
+    Without it (the expert's batch, :func:`demonstration_batch`; DQN's and SAC's replayed
+    transitions, truncated only where the env truncated) it is terminated or truncated."""
+    ended: torch.Tensor
+    if EPISODE_ENDED in batch:
+        ended = batch[EPISODE_ENDED].bool()
+    else:
+        ended = batch[Columns.TERMINATEDS].bool()
+        truncated = batch.get(Columns.TRUNCATEDS)
+        if truncated is not None:
+            ended = ended | truncated.bool()
+    counted = batch.get(Columns.LOSS_MASK)
+    if counted is not None:
+        ended = ended & counted.bool()
+    return ended.float()
+
+
+def demo_layout(obs_space: gym.Space, act_space: gym.Space) -> Layout:
+    """Where these spaces' parts lie in a ``.demo`` file that GAIL or behavioral cloning read."""
+    hint = "imitate with a policy whose observations are Box parts and actions Box, Discrete or MultiDiscrete"
+    return Layout.of(obs_space, act_space, hint)
+
+
 def demonstration_batch(demo: Any, obs_space: gym.Space, act_space: gym.Space) -> dict[str, Any]:
-    """A :class:`unity_bridge.demo_files.Demonstration` as the learner's batch for these spaces:
-    its observations one per Box part of ``obs_space`` (in the space's order, an action mask left
-    out), its continuous actions split over the Box parts of ``act_space`` and its discrete ones over
-    the Discrete/MultiDiscrete parts, as ``rollout.py --out FILE.demo`` writes them."""
-    observations = iter(demo.observations)
-    continuous = iter(np.split(demo.continuous_actions, np.cumsum(_sizes(act_space, False))[:-1], axis=1))
-    discrete = iter(np.split(demo.discrete_actions, np.cumsum(_sizes(act_space, True))[:-1], axis=1))
-
-    def obs_of(space: gym.Space) -> Any:
-        if isinstance(space, gym.spaces.Dict):
-            return {k: obs_of(sub) for k, sub in space.spaces.items() if k != MASK_KEY}
-        if isinstance(space, gym.spaces.Tuple):
-            return tuple(obs_of(sub) for sub in space.spaces)
-        return torch.as_tensor(np.asarray(next(observations)).reshape(-1, *(space.shape or ())))
-
-    def act_of(space: gym.Space) -> Any:
-        if isinstance(space, gym.spaces.Dict):
-            return {k: act_of(sub) for k, sub in space.spaces.items()}
-        if isinstance(space, gym.spaces.Tuple):
-            return tuple(act_of(sub) for sub in space.spaces)
-        if isinstance(space, gym.spaces.Box):
-            return torch.as_tensor(next(continuous).reshape(-1, *(space.shape or ())).astype(np.float32))
-        choice = next(discrete) + _start(space)
-        return torch.as_tensor(choice.reshape(-1) if isinstance(space, gym.spaces.Discrete) else choice)
-
+    """A :class:`unity_bridge.demo_files.Demonstration` as the learner's batch for these spaces (laid
+    out as ``rollout.py --out FILE.demo`` writes them: :class:`~envsdk.envs.demo_layout.Layout`),
+    its episodes' ends as RLlib says them (see :func:`episode_ends`)."""
+    layout = demo_layout(obs_space, act_space)
+    terminated, truncated = demo.episode_ends()
     return {
-        Columns.OBS: obs_of(obs_space),
-        Columns.ACTIONS: act_of(act_space),
-        Columns.TERMINATEDS: torch.as_tensor(np.asarray(demo.dones, dtype=np.float32)),
+        Columns.OBS: layout.observations_of(demo, torch.as_tensor),
+        Columns.ACTIONS: layout.actions_of(demo, torch.as_tensor),
+        Columns.TERMINATEDS: torch.as_tensor(terminated, dtype=torch.float32),
+        Columns.TRUNCATEDS: torch.as_tensor(truncated, dtype=torch.float32),
     }
-
-
-def _sizes(space: gym.Space, discrete: bool) -> list[int]:
-    """Each action part's columns in a demonstration: its branches, or its continuous width."""
-    sizes = [len(_branches(leaf)) if discrete else _width(leaf) for leaf in _space_leaves(space)
-             if bool(_branches(leaf)) == discrete]  # fmt: skip
-    return sizes or [0]
 
 
 def demo_shapes(obs_space: gym.Space, act_space: gym.Space) -> tuple[list[tuple[int, ...]], int, list[int]]:
     """What a demonstration for these spaces holds: its observations' shapes, its continuous
     actions' size and its discrete branches (for ``unity_bridge.demo_files.check_demo``)."""
-    shapes = [tuple(int(n) for n in leaf.shape) for leaf in _space_leaves(obs_space)
-              if isinstance(leaf, gym.spaces.Box)]  # fmt: skip
-    leaves = _space_leaves(act_space)
-    continuous = sum(_width(leaf) for leaf in leaves if not _branches(leaf))
-    return shapes, continuous, [n for leaf in leaves for n in _branches(leaf)]
+    layout = demo_layout(obs_space, act_space)
+    return list(layout.shapes), layout.continuous_size, list(layout.branches)
 
 
 def build_signal(obs_space: gym.Space, act_space: gym.Space, signal: Signal) -> nn.Module:

@@ -29,6 +29,10 @@ TESTED_BY = {
         "test_dqn_learner.py",
         "test_the_learner_builds_rllibs_optimizer_with_the_configs_epsilon",
     ),
+    "impala-learner": (
+        "test_summed_signals.py",
+        "test_rllibs_loss_gets_the_batch_with_only_the_rewards_summed",
+    ),
     "sac-module": ("test_sac_module.py", "test_the_lean_pass_gives_rllibs_outputs_losses_and_gradients"),
     "in-process-trial": ("test_trial_runners.py", "test_in_process_and_tune_trials_write_the_same_folder"),
     "env-guard": ("test_env_faults.py", "test_each_space_kind_passes_its_values_and_names_each_fault"),
@@ -55,6 +59,7 @@ TESTED_BY = {
         "test_internals.py",
         "test_converting_an_ended_episode_again_changes_nothing",
     ),
+    "parallel-envs": ("test_parallel_envs.py", "test_the_async_envs_give_rllibs_episodes"),
 }
 
 
@@ -65,11 +70,18 @@ def test_every_substitution_has_its_comparison_test() -> None:
         assert f"def {name}(" in path.read_text(), (file, name)
 
 
+def chosen_defaults(built) -> set[str]:  # type: ignore[no-untyped-def]
+    """The substitutions of kind "default" a built config carries: values the YAML did not set."""
+    chosen = built.config.gym_env_vectorize_mode == "async"
+    return {"parallel-envs"} if chosen and "gym_env_vectorize_mode" not in built.user_keys else set()
+
+
 def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
     """The substitutions a built config carries, read from the config itself."""
     from envsdk.training.hooks import agent_step_clock, faults
     from envsdk.training.run.in_process import runs_in_process
     from envsdk.training.substitutes.dqn.learner import DQNTorchLearner
+    from envsdk.training.substitutes.impala.learner import APPOTorchLearner, IMPALATorchLearner
     from envsdk.training.substitutes.ppo.learner import PPOTorchLearner
     from envsdk.training.substitutes.replay import training_step
     from envsdk.training.substitutes.sac.learner import SACTorchLearner
@@ -82,12 +94,15 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
         found.add("batched-sampler")
     if built.algo_class in training_step.REPLACEMENTS.values():
         found.add("transition-replay")
-    if config.learner_class is SACTorchLearner:
-        found.add("sac-learner")
-    if config.learner_class is PPOTorchLearner:
-        found.add("ppo-learner")
-    if config.learner_class is DQNTorchLearner:
-        found.add("dqn-learner")
+    learners = {
+        SACTorchLearner: "sac-learner",
+        PPOTorchLearner: "ppo-learner",
+        DQNTorchLearner: "dqn-learner",
+        APPOTorchLearner: "impala-learner",
+        IMPALATorchLearner: "impala-learner",
+    }
+    if config.learner_class in learners:
+        found.add(learners[config.learner_class])
     if config.rl_module_spec.module_class is LeanSACTorchRLModule:
         found.add("sac-module")
     if runs_in_process(exp, built):
@@ -100,6 +115,7 @@ def in_force(exp, built) -> set[str]:  # type: ignore[no-untyped-def]
         "agent-step-clock": (agent_step_clock.count_agent_steps, config.callbacks_on_algorithm_init),
     }
     found |= {name for name, (hook, given) in hooks.items() if hook in (given or [])}
+    found |= chosen_defaults(built)
     for hook in config.callbacks_on_environment_created or []:
         if getattr(hook, "func", hook) is speedups.on_env_runner:
             off = frozenset(getattr(hook, "keywords", {}).get("off", ()))
@@ -123,12 +139,22 @@ def build(monkeypatch, stock, yaml_stock=None, config="pendulum-sac"):  # type: 
 
 
 # pendulum-sac carries every substitution but frozen-imports (train.py's import, not the config's),
-# the PPO and DQN learners (cartpole-ppo and cartpole-dqn carry them) and the agent-step clock
-# (count_steps_by: agent_steps only; test_agent_metrics.py turns it off).
+# the PPO, DQN and IMPALA learners (cartpole-ppo and cartpole-dqn carry the first two,
+# test_summed_signals.py's APPO config the third), the agent-step clock
+# (count_steps_by: agent_steps only; test_agent_metrics.py turns it off) and parallel envs (a
+# costly env's only: test_parallel_envs.py turns it off).
 IN_CONFIG = [
     name
     for name in substitutions.TABLE
-    if name not in ("frozen-imports", "ppo-learner", "dqn-learner", "agent-step-clock")
+    if name
+    not in (
+        "frozen-imports",
+        "ppo-learner",
+        "dqn-learner",
+        "impala-learner",
+        "agent-step-clock",
+        "parallel-envs",
+    )
 ]
 
 

@@ -333,6 +333,7 @@ def test_a_multi_agent_fault_names_the_agent_in_a_real_env_runner():
         ({"observation_bounds": "loud"}, "observation_bounds must be one of off, warn, error"),
         ({"stall_timeout_s": -1}, "stall_timeout_s must be a positive number"),
         ({"stall_timeout_s": True}, "stall_timeout_s must be a positive number"),
+        ({"parallel_envs": "yes"}, "parallel_envs must be one of auto, off"),
         ("strict", "env_checks must be a mapping"),
     ],
 )

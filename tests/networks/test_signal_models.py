@@ -3,22 +3,26 @@ what ML-Agents' do, on every kind of space."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import tree
 from ray.rllib.core.columns import Columns
 
 from envsdk.config.own_keys.reward_signals import RewardSignals, Signal
 from envsdk.networks.reward_signals import (
     Curiosity,
     Discriminator,
+    Encoder,
     RandomNetworkDistillation,
     RewardSignalsModule,
     demo_shapes,
     demonstration_batch,
+    episode_ends,
     flat,
     signals_module_id,
 )
@@ -212,3 +216,119 @@ def test_gail_tells_the_expert_from_the_policy_and_rewards_expert_like_steps(
     assert float(model.reward(expert).mean()) > float(model.reward(policy).mean()) + 0.5  # -log(1 - D)
     if use_vail:
         assert float(terms["beta"]) > 0  # the bottleneck's weight moved toward its information bound
+
+
+def test_gail_done_is_each_episodes_real_end_not_where_the_sampler_cut_it(tmp_path: Path) -> None:
+    """With GAIL's use_actions the learner's connector (PPO's here; APPO's and IMPALA's the same)
+    takes MarkEpisodeEnds in place of RLlib's AddOneTsToEpisodesAndTruncate: the last real step of
+    an episode the env terminated or truncated is flagged (ML-Agents' done, max_step included); a
+    chunk the sampler cut mid-episode, which RLlib marks truncated too, is not; bootstrap rows never."""
+    from ray.rllib.algorithms.ppo import PPOConfig
+    from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    from envsdk.networks.reward_signals import SIGNALS
+    from envsdk.training.substitutes.reward_signals import MarkEpisodeEnds, mark_episode_ends, rows_of
+    from tests.training.substitutes.test_ppo_signals import _write_demo
+
+    _write_demo(tmp_path / "expert.demo", 4)
+    gail = _signal("gail", use_actions=True, demo_path=str(tmp_path / "expert.demo"))
+    act = gym.spaces.Discrete(2)
+    config = {SIGNALS: RewardSignals((gail,)).to_config()}
+    module = RewardSignalsModule(observation_space=BOX, action_space=act, model_config=config)
+    pipeline = PPOConfig().build_learner_connector(BOX, act)
+    pipeline.prepend(AddOneTsToEpisodesAndTruncate())  # as RLlib's PPO (APPO, IMPALA) learner's build does
+    mark_episode_ends(pipeline, {signals_module_id("p"): module})
+    pieces = [type(c) for c in pipeline.connectors]
+    assert MarkEpisodeEnds in pieces and AddOneTsToEpisodesAndTruncate not in pieces
+    assert pieces.index(MarkEpisodeEnds) == 0  # where RLlib's piece was: before the columns are added
+
+    def episode(steps: int, terminated: bool, truncated: bool) -> SingleAgentEpisode:
+        return SingleAgentEpisode(
+            observations=[np.zeros(4, np.float32)] * (steps + 1),
+            actions=[0] * steps,
+            rewards=[1.0] * steps,
+            terminated=terminated,
+            truncated=truncated,
+            len_lookback_buffer=0,
+        ).to_numpy()
+
+    episodes = [episode(3, True, False), episode(2, False, True), episode(2, False, False)]
+    columns: dict[str, Any] = {}
+    pipeline.connectors[0](rl_module=None, batch=columns, episodes=episodes, shared_data={})
+    batch = {k: torch.as_tensor(np.concatenate(list(v.values()))) for k, v in columns.items()}
+    assert batch[Columns.LOSS_MASK].tolist() == [1, 1, 1, 0, 1, 1, 0, 1, 1, 0]  # bootstrap rows: 0
+    assert batch[Columns.TRUNCATEDS].tolist() == [0, 0, 0, 0, 0, 1, 0, 0, 1, 0]  # RLlib's: the cut too
+    # rows of: terminated (3 + 1) | truncated by the env (2 + 1) | a chunk still going on
+    assert episode_ends(rows_of(batch, 1)).tolist() == [0, 0, 1, 0, 0, 1, 0, 0, 0, 0]
+
+
+def test_the_experts_last_unfinished_episode_ends_at_the_files_end() -> None:
+    """A recording cut short: its last row is the end of an episode (truncated), as the file's
+    Demonstration.episode_ends says."""
+    demo = _demo(np.zeros((12, 4)), np.zeros((12, 0)), np.ones((12, 1)), (3,))
+    batch = demonstration_batch(demo, BOX, ACTIONS["discrete"])
+    assert np.flatnonzero(episode_ends(batch).numpy()).tolist() == [9, 11]
+    assert batch[Columns.TRUNCATEDS].tolist() == [0.0] * 11 + [1.0]
+
+
+@pytest.mark.parametrize(
+    ("space", "normalized"),
+    [
+        ("box", [True] * 4),
+        ("image", [False] * 192),
+        ("discrete", [False] * 3),
+        ("dict", [True] * 4 + [False] * 2),
+        ("camera and vector", [False] * 192 + [True] * 4),
+        ("matrix and flags", [True] * 6 + [False] * 3),
+    ],
+)
+def test_normalize_reads_vector_observations_only(space: str, normalized: list[bool]) -> None:
+    """ML-Agents normalises vector observations (VectorInput), not visual ones: a Box of floats is
+    normalised, an image (uint8, or any Box of rank 3), a one-hot or MultiBinary part is not."""
+    obs = {
+        **SPACES,
+        "camera and vector": gym.spaces.Dict(
+            {"camera": gym.spaces.Box(0.0, 1.0, (8, 8, 3), np.float32), "vector": BOX}
+        ),
+        "matrix and flags": gym.spaces.Tuple(
+            (gym.spaces.Box(-1.0, 1.0, (2, 3), np.float32), gym.spaces.MultiBinary(3))
+        ),
+    }[space]
+    encoder = Encoder(obs, _signal("rnd", normalize=True))
+    assert encoder.normalizer is not None
+    features = flat(obs, _transitions(obs, ACTIONS["discrete"], 32)[Columns.OBS]) * 3 + 7
+    encoder.normalizer.update(features)
+    changed = (encoder.normalizer(features) != features).any(dim=0)
+    assert changed.tolist() == normalized
+
+
+def test_gail_reads_a_masked_game_of_camera_and_vector_from_its_demo() -> None:
+    """A Dict of Dicts with an action mask: the expert's rows drawn whole, the mask no input."""
+    from envsdk.evaluation.demonstrations.recording import demonstration, layout
+    from envsdk.evaluation.evaluator import EpisodeRecord, Trace
+
+    obs = gym.spaces.Dict(
+        {
+            "observations": gym.spaces.Dict({"camera": SPACES["image"], "vector": BOX}),
+            "action_mask": gym.spaces.Box(0, 1, (5,), np.int8),
+        }
+    )
+    act = ACTIONS["hybrid"]
+    values = _transitions(obs, act, 9)
+    trace = Trace(
+        tree.map_structure(lambda x: x.numpy(), values[Columns.OBS]),
+        tree.map_structure(lambda x: x.numpy()[:8], values[Columns.ACTIONS]),
+        np.ones(8),
+        [{}] * 9,
+        False,
+        True,
+    )
+    demo = demonstration([EpisodeRecord({"a/0": trace}, 8, True)], layout({"a/0": (obs, act)}, "env", False))
+    model = Discriminator(obs, act, _signal("gail", use_actions=True), demonstration_batch(demo, obs, act))
+    expert = model.expert_batch(4, torch.device("cpu"))
+    assert expert[Columns.OBS]["observations"]["camera"].shape == (4, 8, 8, 3)
+    policy = {k: tree.map_structure(lambda x: x[:8], v) for k, v in values.items()}
+    policy[Columns.TERMINATEDS] = torch.zeros(8)
+    loss, _ = model.loss(policy, None)
+    assert torch.isfinite(loss)

@@ -106,8 +106,10 @@ def test_masked_hybrid_and_camera_behaviors_learn_side_by_side(train, tmp_path):
     """
     before = player_pids()
     logs = tmp_path / "logs"
+    # Seeded, the player and RLlib: one CI run's Seeker rose by 0.28 unseeded, where most rise by more.
     out = train("-f", "configs/unity-seekwatch.yaml", "--stop-iters", "6", "--checkpoint-at-end",
-                f"--config.env_config.log_folder={logs}", timeout=500)  # fmt: skip
+                f"--config.env_config.log_folder={logs}", "--config.seed=3", "--config.env_config.seed=3",
+                timeout=500)  # fmt: skip
     assert out.returncode == 0, out.stdout[-2000:]
     seeker = "Box(3,) flattened -> MLP [64, 64] tanh; actions hybrid 1 continuous + Discrete(3), masked"
     assert f"model Seeker: {seeker}" in out.stdout

@@ -5,10 +5,14 @@
         observation_bounds: warn   # off | warn | error: an observation outside its Box's low/high
         stall_timeout_s: 60        # an env call (reset, step, close) that has not returned by then
                                    # ends its env runner; default: sample_timeout_s (RLlib's 60 s)
+        parallel_envs: auto        # auto | off: where a step costs enough, a runner's envs step
+                                   # in processes of their own (gym_env_vectorize_mode: async);
+                                   # off: in the runner's process, as RLlib's default does
 
 NaN or infinite observations and rewards, and observations of the wrong shape or kind, are
 always errors: nothing can learn from them.  What the checks do, and their messages, are in
-:mod:`envsdk.envs.faults.guard` and docs/env-faults.md.
+:mod:`envsdk.envs.faults.guard` and docs/env-faults.md; what ``parallel_envs`` decides, in
+:mod:`envsdk.training.substitutes.sampling.parallel_envs`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from envsdk.config.yamlio import settings_from
 from envsdk.errors import UserError
 
 BOUNDS_MODES = ("off", "warn", "error")
+PARALLEL_MODES = ("auto", "off")
 RLLIB_SAMPLE_TIMEOUT_S = 60.0  # AlgorithmConfig.sample_timeout_s's default
 
 
@@ -30,6 +35,7 @@ class EnvCheckSettings:
 
     observation_bounds: str = "warn"
     stall_timeout_s: float | None = None
+    parallel_envs: str = "auto"
 
     @classmethod
     def parse(cls, value: Any, where: str) -> EnvCheckSettings:
@@ -42,13 +48,20 @@ class EnvCheckSettings:
                 "e.g. env_checks: {observation_bounds: error, stall_timeout_s: 120}",
             )
         # YAML 1.1 reads a bare `off` as false: take it as the word the user wrote.
-        value = {k: ("off" if k == "observation_bounds" and v is False else v) for k, v in value.items()}
+        words = ("observation_bounds", "parallel_envs")
+        value = {k: ("off" if k in words and v is False else v) for k, v in value.items()}
         settings: EnvCheckSettings = settings_from(cls, value, where, "env_checks")
         if settings.observation_bounds not in BOUNDS_MODES:
             raise UserError(
                 f"{where}: env_checks observation_bounds must be one of {', '.join(BOUNDS_MODES)},"
                 f" got {settings.observation_bounds!r}",
                 "off: no check; warn: one line per runner and a count; error: the run stops",
+            )
+        if settings.parallel_envs not in PARALLEL_MODES:
+            raise UserError(
+                f"{where}: env_checks parallel_envs must be one of {', '.join(PARALLEL_MODES)},"
+                f" got {settings.parallel_envs!r}",
+                "auto: a costly env's copies step in processes of their own; off: in the runner's process",
             )
         timeout = settings.stall_timeout_s
         if timeout is not None and (

@@ -237,3 +237,62 @@ def take(values: LineDict, default_gamma: float, base: Path | None = None) -> Si
             section = f"{PER_MODULE}.{policy}.{KEY}"
             own[str(policy)] = parse(entry.pop(KEY), at, gamma, section, base)
     return SignalPlan(run, values.where(KEY), gammas, own, run_gamma, base)
+
+
+def check_one_discount(plan: SignalPlan, run: str, values: LineDict, defaults: Any) -> None:
+    """What a learner of one value function (``run``'s, with ``defaults`` its default config) cannot
+    take, refused with one line before anything starts: it learns the signals' summed rewards, so
+    a signal's gamma must be its policy's; a replayed row's n-step return (``n_step``) is no one
+    step's reward; APPO's and IMPALA's aggregator actors leave out the next observations curiosity
+    reads and the episode ends GAIL's ``use_actions`` reads; several learners do not average the
+    signal models' gradients (their module's DDP forward never runs).  A policy whose signals
+    bootstrap through a termination and stop at it both gets a notice: its one value stops."""
+    named: list[tuple[str | None, float, RewardSignals | None]] = []
+    if plan.run is not None:
+        named.append((None, plan.run_gamma, parse(plan.run, plan.where, plan.run_gamma, base=plan.base)))
+    named += [(p, plan.gamma_of(p), plan.of(p)) for p in sorted(set(plan.gammas or {}) | set(plan.own or {}))]
+    for policy, gamma, signals in named:
+        whose = "the run's" if policy is None else f"policy {policy}'s"
+        for signal in signals.signals if signals is not None else ():
+            if signal.gamma != gamma:
+                raise UserError(
+                    f"{plan.where}: {KEY}.{signal.name}.gamma is {signal.gamma}, {whose} gamma {gamma}:"
+                    f" {run} learns one value of the signals' summed rewards, with one discount",
+                    f"set its gamma to {gamma}, or run: PPO, which has a value head per signal",
+                )
+        intrinsic = signals.intrinsic if signals is not None else ()
+        n_step = values.get("n_step", getattr(defaults, "n_step", 1))
+        if intrinsic and n_step != 1:
+            raise UserError(
+                f"{values.where('n_step')}: n_step is {n_step} with {KEY}: a replayed row's reward is"
+                " n steps' return, a signal's reward one step's",
+                f"set n_step: 1, or drop {', '.join(s.name for s in intrinsic)} from {KEY}",
+            )
+        key = "num_aggregator_actors_per_learner"
+        if values.get(key, getattr(defaults, key, 0)) and any(s.name == "curiosity" for s in intrinsic):
+            raise UserError(
+                f"{values.where(key)}: curiosity reads next observations, which {run}'s aggregator"
+                " actors leave out of the batch",
+                f"set {key}: 0, or drop curiosity",
+            )
+        if values.get(key, getattr(defaults, key, 0)) and any(
+            s.name == "gail" and s.use_actions for s in intrinsic
+        ):
+            raise UserError(
+                f"{values.where(key)}: gail with use_actions reads where episodes ended, which {run}'s"
+                " aggregator actors leave out of the batch",
+                f"set {key}: 0, or use_actions: false",
+            )
+        learners = values.get("num_learners", getattr(defaults, "num_learners", 0))
+        if intrinsic and isinstance(learners, int) and learners > 1:
+            raise UserError(
+                f"{values.where('num_learners')}: num_learners is {learners} with {KEY}: {run}'s learners"
+                " would not average the signal models' gradients",
+                f"set num_learners: 1 (or 0), or run: PPO, which takes several learners with {KEY}",
+            )
+        if signals is not None and len({s.ignore_done for s in signals.signals}) > 1:
+            notice(
+                f"{whose} {KEY} ({', '.join(signals.names)}) in {run}: one value learns their summed"
+                " rewards and stops at an episode's termination, where ML-Agents bootstraps curiosity's"
+                " and rnd's through it; PPO has a value head per signal"
+            )

@@ -1,12 +1,12 @@
 """``rollout.py --out FILE.demo``: the played episodes as an ML-Agents demonstration file.
 
-A ``.demo`` file holds one behavior: observations that are arrays (a Box, or a Dict/Tuple of Boxes:
-one observation per Box, in the space's order), continuous actions (Box parts) and discrete ones
-(Discrete, MultiDiscrete parts: one branch each), and a discrete action mask (a Unity game's
-``action_mask`` beside its observations).  :func:`layout` decides from the env's spaces before any
-episode is played, and refuses what the format cannot hold in one line; :func:`demonstration` turns
-the evaluator's records into :class:`~unity_bridge.demo_files.Demonstration` rows.  The behavior's
-name is a Unity game's behavior, else the env's name.
+A ``.demo`` file holds one behavior, its spaces' parts laid out as
+:class:`~envsdk.envs.demo_layout.Layout` says (the layout GAIL and behavioral cloning read it back
+with).  :func:`layout` decides from the env's spaces before any episode is played, and refuses in one
+line what the format cannot hold or a file cannot tell apart (agents of several spaces, several
+behaviors or policies); :func:`demonstration` turns the evaluator's records into
+:class:`~unity_bridge.demo_files.Demonstration` rows.  The behavior's name is a Unity game's
+behavior, else the env's name.
 """
 
 from __future__ import annotations
@@ -19,51 +19,24 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from envsdk.envs.keys import MASK_KEY
+from envsdk.envs.demo_layout import SUBJECT, Layout
 from envsdk.errors import UserError
 from envsdk.evaluation.evaluator import EpisodeRecord, Trace
 from unity_bridge.demo_files import Demonstration, write_demo
 
-SUBJECT = "a .demo file"
 NPZ = "record it as a .npz experience file instead"
-
-Path_ = tuple[str | int, ...]  # a part's keys inside a Dict/Tuple space
 
 
 @dataclass(frozen=True)
-class Layout:
-    """Where each part of the env's observations and actions goes in a ``.demo`` file."""
+class Plan(Layout):
+    """Where the env's observations and actions go in the file, and the behavior it is named for."""
 
     behavior_name: str
-    observations: tuple[tuple[Path_, tuple[int, ...]], ...]  # each Box part and its shape
-    mask: Path_ | None  # the observation part holding the discrete actions' mask
-    continuous: tuple[tuple[Path_, int], ...]  # each Box action part and its size
-    discrete: tuple[tuple[Path_, tuple[int, ...]], ...]  # each Discrete/MultiDiscrete part and its branches
-
-    @property
-    def continuous_size(self) -> int:
-        return sum(size for _, size in self.continuous)
-
-    @property
-    def branches(self) -> tuple[int, ...]:
-        return tuple(b for _, branches in self.discrete for b in branches)
-
-
-def _parts(space: gym.Space, at: Path_ = ()) -> list[tuple[Path_, gym.Space]]:
-    if isinstance(space, gym.spaces.Dict):
-        return [part for key, sub in space.spaces.items() for part in _parts(sub, (*at, key))]
-    if isinstance(space, gym.spaces.Tuple):
-        return [part for index, sub in enumerate(space.spaces) for part in _parts(sub, (*at, index))]
-    return [(at, space)]
-
-
-def _name(at: Path_) -> str:
-    return "observation" + "".join(f"[{key!r}]" for key in at)
 
 
 def layout(
     spaces: dict[str, tuple[gym.Space, gym.Space]], env_name: str, unity: bool, policies: Sequence[str] = ()
-) -> Layout:
+) -> Plan:
     """The layout of the agents' spaces (they must share one: a file holds one behavior, one policy's
     play where ``policies`` names those a checkpoint trains); a space the format cannot hold is
     refused before anything is played."""
@@ -87,46 +60,10 @@ def layout(
     if len(behaviors) > 1:
         raise UserError(f"the game has behaviors {behaviors}; {SUBJECT} holds one", NPZ, SUBJECT)
     obs_space, act_space = next(iter(spaces.values()))
-    continuous: list[tuple[Path_, int]] = []
-    discrete: list[tuple[Path_, tuple[int, ...]]] = []
-    for at, part in _parts(act_space):
-        if isinstance(part, gym.spaces.Box):
-            continuous.append((at, int(np.prod(part.shape))))
-        elif isinstance(part, gym.spaces.Discrete):
-            discrete.append((at, (int(part.n),)))
-        elif isinstance(part, gym.spaces.MultiDiscrete) and part.nvec.ndim == 1:
-            discrete.append((at, tuple(int(n) for n in part.nvec)))
-        else:
-            raise UserError(
-                f"the action space {act_space} has a part {part}; {SUBJECT} holds Box, Discrete and"
-                " MultiDiscrete actions",
-                NPZ,
-                SUBJECT,
-            )
-    width = sum(b for _, branches in discrete for b in branches)
-    observations: list[tuple[Path_, tuple[int, ...]]] = []
-    mask: Path_ | None = None
-    for at, part in _parts(obs_space):
-        if at == (MASK_KEY,) and isinstance(part, gym.spaces.Box) and part.shape == (width,) and width:
-            mask = at  # the discrete actions' mask, one entry per choice (1 = allowed)
-        elif isinstance(part, gym.spaces.Box) and 1 <= len(part.shape) <= 3:
-            observations.append((at, tuple(int(n) for n in part.shape)))
-        else:
-            raise UserError(
-                f"{_name(at)} is {part}; {SUBJECT} holds arrays of 1 to 3 dimensions (Box spaces)",
-                NPZ,
-                SUBJECT,
-            )
-    return Layout(behaviors[0], tuple(observations), mask, tuple(continuous), tuple(discrete))
+    return Plan.of(obs_space, act_space, NPZ, behavior_name=behaviors[0])
 
 
-def _part(value: Any, at: Path_) -> Any:
-    for key in at:
-        value = value[key]
-    return value
-
-
-def demonstration(records: list[EpisodeRecord], plan: Layout) -> Demonstration:
+def demonstration(records: list[EpisodeRecord], plan: Plan) -> Demonstration:
     """Every agent's steps of every episode, episode by episode; an episode cut short (by ``--steps``,
     or an agent's part that ended without the env ending it) ends at the step limit in the file."""
     traces = [trace for record in records for trace in record.agents.values() if len(trace.rewards)]
@@ -139,7 +76,7 @@ def demonstration(records: list[EpisodeRecord], plan: Layout) -> Demonstration:
     width = sum(plan.branches)
     return Demonstration(
         behavior_name=plan.behavior_name,
-        observation_shapes=tuple(shape for _, shape in plan.observations),
+        observation_shapes=plan.shapes,
         continuous_size=plan.continuous_size,
         discrete_branches=plan.branches,
         observations=tuple(
@@ -157,39 +94,28 @@ def demonstration(records: list[EpisodeRecord], plan: Layout) -> Demonstration:
     )
 
 
-def _rows(trace: Trace, plan: Layout, cut: bool) -> dict[str, Any]:
+def _rows(trace: Trace, plan: Plan, cut: bool) -> dict[str, Any]:
     steps = len(trace.rewards)
-    seen = [np.asarray(_part(trace.obs, at), np.float32) for at, _ in plan.observations]
-    actions = trace.actions
-    continuous = [
-        np.asarray(_part(actions, at), np.float32).reshape(steps, size) for at, size in plan.continuous
-    ]
-    discrete = [
-        np.asarray(_part(actions, at), np.int64).reshape(steps, len(branches))
-        for at, branches in plan.discrete
-    ]
+    seen = plan.observation_columns(trace.obs)
+    continuous, discrete = plan.action_columns(trace.actions, steps)
+    mask = plan.mask_column(trace.obs)
     dones = np.zeros(steps, bool)
     dones[-1] = True
     max_step = np.zeros(steps, bool)
     max_step[-1] = cut or not trace.terminated
     return {
-        "obs": [
-            s[:steps].reshape(steps, *shape) for s, (_, shape) in zip(seen, plan.observations, strict=True)
-        ],
-        "final": [
-            s[min(steps, len(s) - 1)].reshape(shape)
-            for s, (_, shape) in zip(seen, plan.observations, strict=True)
-        ],
-        "continuous": np.concatenate([np.zeros((steps, 0), np.float32), *continuous], axis=1),
-        "discrete": np.concatenate([np.zeros((steps, 0), np.int64), *discrete], axis=1),
+        "obs": [s[:steps] for s in seen],
+        "final": [s[min(steps, len(s) - 1)] for s in seen],
+        "continuous": continuous,
+        "discrete": discrete,
         "rewards": np.asarray(trace.rewards, np.float32),
         "dones": dones,
         "max_step": max_step,
-        "mask": np.asarray(_part(trace.obs, plan.mask), bool)[:steps] if plan.mask else None,
+        "mask": None if mask is None else mask[:steps],
     }
 
 
-def write(path: Path, records: list[EpisodeRecord], plan: Layout) -> Demonstration:
+def write(path: Path, records: list[EpisodeRecord], plan: Plan) -> Demonstration:
     """Write the episodes as ``path`` (atomically); the demonstration written is returned."""
     demo = demonstration(records, plan)
     write_demo(path, demo)

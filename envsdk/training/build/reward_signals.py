@@ -1,9 +1,8 @@
 """``reward_signals:`` and ``behavioral_cloning:`` in the config: checked against the run before
-anything starts, then each policy with signals given a value head per signal and a learner-only
-``<policy>@reward_signals`` module (:mod:`envsdk.networks.reward_signals`) in the MultiRLModule, and
-each cloning policy its settings in its learner config, its demonstrations checked against its
-spaces; the learner that uses them is envsdk's PPO learner
-(:mod:`envsdk.training.substitutes.ppo.learner`)."""
+anything starts, then each policy with signals given a learner-only ``<policy>@reward_signals``
+module (:mod:`envsdk.networks.reward_signals`) in the MultiRLModule and, with PPO, a value head per
+signal; each cloning policy its settings in its learner config, its demonstrations checked against
+its spaces.  The learners that use them: :mod:`envsdk.training.substitutes.reward_signals`."""
 
 from __future__ import annotations
 
@@ -35,24 +34,34 @@ from envsdk.networks.reward_signals import (
 from envsdk.training.build.models import ModelSettings
 from envsdk.training.build.multi_agent import policy_of
 from envsdk.training.hooks.self_play import opponent_of
+from envsdk.training.substitutes.reward_signals import LEARNER_KEY, SIGNAL_LEARNERS
+
+CLONING_LEARNERS: dict[type, tuple[str, str]] = {RLlibPPOTorchLearner: SIGNAL_LEARNERS[RLlibPPOTorchLearner]}
 
 
 def check_run(
     key: str, run: str, default_config: AlgorithmConfig, stock: substitutions.Stock, where: str
-) -> None:
-    """Refuse, with one line, what cannot train with reward signals or cloning (``key``): another
-    algorithm than PPO, RLlib's own learner (stock mode)."""
-    if default_config.learner_class is not RLlibPPOTorchLearner:
+) -> str:
+    """Refuse, with one line, what cannot train with reward signals or cloning (``key``): an
+    algorithm whose learner does not take it, RLlib's own learner (stock mode).  Returns the
+    algorithm whose learner takes it."""
+    learners = SIGNAL_LEARNERS if key == KEY else CLONING_LEARNERS
+    names = [name for name, _ in learners.values()]
+    found = learners.get(default_config.learner_class)
+    if found is None:
+        takers = f"{names[0]}'s learner" if len(names) == 1 else f"the learners of {', '.join(names)}"
         raise UserError(
-            f"{where}: {key} trains with PPO's learner in this version; this run is {run}",
-            f"use run: PPO, or drop {key}",
+            f"{where}: {key} trains with {takers} in this version; this run is {run}",
+            f"use run: {' or '.join(names)}, or drop {key}",
         )
-    if not stock.on(substitutions.PPO_LEARNER):
+    name, substitution = found
+    if not stock.on(substitution):
         raise UserError(
-            f"{where}: {key} is computed by envsdk's PPO learner, which stock: (or {substitutions.STOCK})"
+            f"{where}: {key} is computed by envsdk's {name} learner, which stock: (or {substitutions.STOCK})"
             " turns off",
-            f"drop {key}, or keep the {substitutions.PPO_LEARNER} substitution on",
+            f"drop {key}, or keep the {substitution} substitution on",
         )
+    return name
 
 
 def add_cloning(
@@ -98,10 +107,11 @@ def _spaces(info: EnvInfo, config: AlgorithmConfig) -> dict[str, tuple[gym.Space
 def add_signal_modules(
     config: AlgorithmConfig, plan: SignalPlan, model: ModelSettings, info: EnvInfo, where: str
 ) -> None:
-    """Each policy with signals: value heads named after its signals, and its signals module."""
+    """Each policy with signals: its signals module; with PPO value heads, else learner_config_dict."""
     if not plan.given:
         return
-    if model.old_stack or model.plugin:
+    heads = issubclass(config.learner_class, RLlibPPOTorchLearner)
+    if model.old_stack or (heads and model.plugin):
         raise UserError(
             f"{where}: {KEY} need the default model's value heads (one per signal); this run's model is"
             f" {model.plugin or 'a ModelV2 custom_model'}",
@@ -112,25 +122,29 @@ def add_signal_modules(
         dict(given.rl_module_specs or {}) if isinstance(given, MultiRLModuleSpec) else {}
     )
     single = given if isinstance(given, RLModuleSpec) else None
-    headed = []
+    headed, summed = [], {}
     for policy, (obs, act) in sorted(_spaces(info, config).items()):
         signals = plan.of(policy)
         if signals is None or signals.only_extrinsic_at_one(plan.gamma_of(policy)):
             if single is not None and policy not in specs:  # a policy without signals: the run's module
                 specs[policy] = _spec_for(single, obs, act, {})
             continue
-        own = {VALUE_HEADS: signals.names, SIGNALS: signals.to_config()}
+        own = {VALUE_HEADS: signals.names, SIGNALS: signals.to_config()} if heads else {}
         headed.append(policy)
+        summed[policy] = signals.to_config()
         for module_id in (policy, opponent_of(policy)):  # self-play's frozen copy takes the weights
             base = specs.get(module_id, single if module_id == policy else None)
             if base is not None:
-                specs[module_id] = _spec_for(base, obs, act, {**config.model_config, **own})
-                specs[module_id].catalog_class = AnySpacePPOCatalog  # the value heads
+                specs[module_id] = _spec_for(base, obs, act, {**config.model_config, **own} if heads else {})
+                if heads:
+                    specs[module_id].catalog_class = AnySpacePPOCatalog  # the value heads
         if signals.intrinsic:
             specs[signals_module_id(policy)] = _signals_spec(signals, obs, act, policy, where)
-    if not headed:  # only the env's reward at strength 1 (or no env known yet): RLlib's PPO as it is
+    if not headed:  # only the env's reward at strength 1 (or no env known yet): RLlib's as it is
         return
     config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+    if not heads:
+        config.training(learner_config_dict={**config.learner_config_dict, LEARNER_KEY: summed})
 
 
 def _recurrent(config: AlgorithmConfig, policy: str) -> bool:

@@ -153,7 +153,8 @@ def check_vectorize_mode(values: LineDict, resolved: ResolvedEnv) -> None:
         raise UserError(
             f"{values.where('gym_env_vectorize_mode')}: env '{resolved.name}' has no vectorized version "
             "(gymnasium's vector_entry_point), which gym_env_vectorize_mode: vector_entry_point needs",
-            "drop the key (RLlib steps its envs one by one, 'sync'), or use 'async' for envs in processes",
+            "drop the key (the envs step one by one, 'sync', or each in a process where the start-up"
+            " check finds a costly step), or set 'sync' or 'async' (each env in a process)",
         )
 
 

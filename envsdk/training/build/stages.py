@@ -1,5 +1,5 @@
-"""The stages of a build, in order: translate, values, env, start-up check, models, assemble,
-hooks, sampler, module check, finish.  Each takes the records of the stages before it that it
+"""The stages of a build, in order: translate, values, env, start-up check, models, parallel envs,
+assemble, hooks, sampler, module check, finish.  Each takes the records of the stages before it that it
 reads, and returns its own (:mod:`envsdk.training.build.parts`)."""
 
 from __future__ import annotations
@@ -69,11 +69,12 @@ from envsdk.training.hooks import (
 )
 from envsdk.training.hooks.callbacks import add_callback
 from envsdk.training.substitutes.dqn.learner import DQNTorchLearner
+from envsdk.training.substitutes.impala import learner as impala
 from envsdk.training.substitutes.ppo.learner import PPOTorchLearner
 from envsdk.training.substitutes.replay import training_step
 from envsdk.training.substitutes.sac.learner import SACTorchLearner
 from envsdk.training.substitutes.sac.module import lean_sac_module
-from envsdk.training.substitutes.sampling import batched_runner, recording
+from envsdk.training.substitutes.sampling import batched_runner, parallel_envs, recording
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -95,6 +96,7 @@ def build_config(
     with stage_start_env(plan, keys.values, own, dry_run) as started:
         stage_evaluation_env(plan, started, keys.values, own)
         networks = stage_models(exp, keys, plan, started)
+        stage_parallel_envs(keys, own, plan, started, networks)
         config = stage_assemble(exp, keys, own, plan, started, networks)
         stage_hooks(config, own, plan, networks, keys.values)
         stage_initialize(config, own, started)
@@ -170,7 +172,9 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     signals = reward_signals_key.take(values, keys.default_config.gamma, exp.base_dir)
     if signals.given:
         where = values.where(reward_signals_key.KEY)
-        reward_signals.check_run(reward_signals_key.KEY, exp.run, keys.default_config, stock, where)
+        taker = reward_signals.check_run(reward_signals_key.KEY, exp.run, keys.default_config, stock, where)
+        if taker != "PPO":  # one value function: the signals' rewards summed
+            reward_signals_key.check_one_discount(signals, exp.run, values, keys.default_config)
     default: Any = keys.default_config  # PPO's num_epochs and minibatch_size where it is PPO
     epochs, batch = getattr(default, "num_epochs", 1), getattr(default, "minibatch_size", None) or 128
     where = values.where(behavioral_cloning.KEY)
@@ -272,6 +276,36 @@ def stage_models(exp: Experiment, keys: Keys, plan: EnvPlan, started: StartedEnv
         values.setdefault("normalize_actions", False)
         values.setdefault("clip_actions", False)
     return Networks(model, multi_agent)
+
+
+def stage_parallel_envs(
+    keys: Keys, own: OwnKeys, plan: EnvPlan, started: StartedEnv, networks: Networks
+) -> None:
+    """A costly env's copies step in processes of their own (``gym_env_vectorize_mode: async`` in
+    the values) where the choice is the build's and a few more timed steps of the started env say
+    it pays (:mod:`envsdk.training.substitutes.sampling.parallel_envs` says when and why)."""
+    values = keys.values
+    envs = values.get("num_envs_per_env_runner", keys.default_config.num_envs_per_env_runner)
+    chosen = parallel_envs.MODE in values or bool(parallel_envs.READS & {path[0] for path in keys.search})
+    in_runner_only = (  # the copies must live in the runner's process
+        started.env is None
+        or started.info.multi_agent
+        or networks.model.old_stack
+        or own.lessons is not None
+        or bool(values.get("curriculum"))
+        or not plan.hooks.build_in_dry_run  # a game: its copies count their ports there
+    )
+    if (
+        own.stock.on(substitutions.PARALLEL_ENVS)
+        and own.env_checks.parallel_envs == "auto"
+        and not (chosen or in_runner_only or own.auto_runners)
+        and isinstance(envs, int)
+        and envs > 1
+        and parallel_envs.costly(
+            started.env, started.resolved.name, envs, int(values.get("num_env_runners") or 0)
+        )
+    ):
+        values[parallel_envs.MODE] = "async"
 
 
 def _api_stack(values: LineDict, config: AlgorithmConfig, model: ModelSettings, multi_agent: bool) -> None:
@@ -427,11 +461,12 @@ def stage_check_modules(config: AlgorithmConfig, started: StartedEnv, networks: 
 
 # RLlib's own learner class -> the substitution and the class that take its place: SAC's with one
 # backward pass where it gives the same gradients, PPO's with the first epoch's minibatches shuffled
-# too, DQN's with the config's adam_epsilon in its optimizer.
+# too, DQN's with the config's adam_epsilon in its optimizer, APPO's and IMPALA's with reward_signals.
 OUR_LEARNERS: dict[type, tuple[str, type]] = {
     RLlibSACTorchLearner: (substitutions.SAC_LEARNER, SACTorchLearner),
     RLlibPPOTorchLearner: (substitutions.PPO_LEARNER, PPOTorchLearner),
     RLlibDQNTorchLearner: (substitutions.DQN_LEARNER, DQNTorchLearner),
+    **{rllib: (substitutions.IMPALA_LEARNER, ours) for rllib, ours in impala.REPLACES.items()},
 }
 
 

@@ -53,8 +53,10 @@ class SignalCatcher:
     def __init__(self) -> None:
         self.signal_name: str | None = None  # the first signal received, if any
         self._previous: dict[int, Any] = {}
+        self._pid = os.getpid()
 
     def install(self) -> None:
+        self._pid = os.getpid()
         for sig in (signal.SIGTERM, signal.SIGINT):
             self._previous[sig] = signal.signal(sig, self._on_signal)
 
@@ -64,6 +66,11 @@ class SignalCatcher:
         self._previous.clear()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        if os.getpid() != self._pid:
+            # A process forked after install, with this handler: an env of an async vector env
+            # (envsdk/training/substitutes/sampling/parallel_envs.py), which Ctrl-C reaches with
+            # its whole process group. The run's own process finishes the iteration and closes it.
+            return
         name = signal.Signals(signum).name
         if self.signal_name is not None:
             print(f"\n{name} again: stopping now, without a new checkpoint", file=sys.stderr, flush=True)

@@ -88,7 +88,7 @@ def test_the_config_gets_value_heads_and_a_learner_only_signals_module(tmp_path:
 @pytest.mark.parametrize(
     ("run", "extra", "said"),
     [
-        ("SAC", {}, "reward_signals trains with PPO's learner in this version; this run is SAC"),
+        ("SAC", {"stock": True}, "reward_signals is computed by envsdk's SAC learner, which stock:"),
         ("PPO", {"stock": True}, "reward_signals is computed by envsdk's PPO learner, which stock:"),
     ],
 )

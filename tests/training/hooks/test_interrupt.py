@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import signal
+from typing import Any
 
 import pytest
 
+from envsdk.training.hooks.interrupt import SignalCatcher
 from envsdk.training.run.checkpoints import verify
 from tests.helpers import progress_rows, run_train, start_train, trial_dirs, wait_for_rows
 
@@ -46,3 +50,25 @@ def test_signal_checkpoints_exits_0_and_resume_continues(ray_address, tmp_path, 
     assert [int(r["training_iteration"]) for r in rows] == list(range(1, ITERATIONS + 1))
     steps = [float(r["num_env_steps_sampled_lifetime"]) for r in rows]
     assert steps == sorted(steps) and steps[stopped_at] > steps[stopped_at - 1]
+
+
+def _signal_self(catcher: SignalCatcher, answers: Any) -> None:
+    os.kill(os.getpid(), signal.SIGINT)
+    answers.put(catcher.signal_name)
+
+
+def test_a_process_forked_after_install_leaves_the_signal_to_the_run():
+    """An async vector env's envs are forked from the run's process, its handler with them, and
+    Ctrl-C reaches the whole process group: only the run's own process answers it."""
+    catcher = SignalCatcher()
+    catcher.install()
+    try:
+        fork = multiprocessing.get_context("fork")
+        answers = fork.Queue()
+        child = fork.Process(target=_signal_self, args=(catcher, answers))
+        child.start()
+        assert answers.get(timeout=30) is None
+        child.join(30)
+        assert child.exitcode == 0 and catcher.signal_name is None
+    finally:
+        catcher.uninstall()

@@ -28,7 +28,6 @@ from ray.rllib.core.columns import Columns
 
 from envsdk.config.own_keys.behavioral_cloning import KEY as KEY
 from envsdk.config.own_keys.behavioral_cloning import Cloning
-from envsdk.envs.keys import MASK_KEY
 from envsdk.networks.reward_signals import demonstration_batch
 
 LR_FLOOR = 1e-10  # ML-Agents' DecayedValue floor
@@ -48,17 +47,17 @@ def for_learner(learner: Any) -> dict[str, BehavioralCloning]:
         module = learner.module[module_id].unwrapped()
         obs_space, act_space = module.observation_space, module.action_space
         demo = read_demo(settings.demo_path)
-        batch = demonstration_batch(demo, obs_space, act_space)
-        observations = batch[Columns.OBS]
-        if isinstance(obs_space, gym.spaces.Dict) and MASK_KEY in obs_space.spaces:
-            masks = demo.action_masks
-            if masks is None:  # every choice allowed
-                masks = np.ones((len(demo.rewards), sum(obs_space[MASK_KEY].shape or (0,))))
-            observations = {**observations, MASK_KEY: torch.as_tensor(np.asarray(masks, np.int8))}
+        batch = demonstration_batch(demo, obs_space, act_space)  # an action mask among its observations
         lr = learner.config.get_config_for_module(module_id).lr
         start_lr = float(lr[0][1] if isinstance(lr, list) else lr)  # a schedule's first value
         found[module_id] = BehavioralCloning(
-            module, settings, observations, batch[Columns.ACTIONS], act_space, start_lr, learner.config.seed
+            module,
+            settings,
+            batch[Columns.OBS],
+            batch[Columns.ACTIONS],
+            act_space,
+            start_lr,
+            learner.config.seed,
         )
     return found
 

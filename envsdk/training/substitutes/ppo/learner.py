@@ -34,7 +34,8 @@ Reward signals (``reward_signals:``, :mod:`envsdk.training.substitutes.ppo.signa
 piece is replaced by :class:`~envsdk.training.substitutes.ppo.signals.SignalAdvantages`, the next
 observations are added to the batch, a policy with signals learns one value head per signal (the
 value loss the mean of the heads' losses, as ML-Agents'), and each ``<policy>@reward_signals``
-module learns its models with one Adam per signal at the signal's ``learning_rate``.
+module learns its models with one Adam per signal at the signal's ``learning_rate``, as every
+learner with signals does (:class:`~envsdk.training.substitutes.reward_signals.SignalModelsLearner`).
 
 Everything else (the loss, metrics, optimizers, checkpoint contents) is RLlib's.
 LunarLander PPO with RL Zoo's settings: configs/lunarlander-ppo.yaml and benchmarks/RESULTS.md.
@@ -72,10 +73,11 @@ from ray.rllib.utils.torch_utils import explained_variance
 from ray.rllib.utils.typing import ModuleID
 
 from envsdk import internals
-from envsdk.networks.reward_signals import RewardSignalsModule, policy_of_signals
+from envsdk.networks.reward_signals import RewardSignalsModule
 from envsdk.training.hooks import agent_step_clock
 from envsdk.training.substitutes.ppo import cloning
-from envsdk.training.substitutes.ppo.signals import REWARD_SIGNALS, SignalAdvantages, signals_of
+from envsdk.training.substitutes.ppo.signals import SignalAdvantages, signals_of
+from envsdk.training.substitutes.reward_signals import SignalModelsLearner, mark_episode_ends
 
 ADVANTAGE_NORMALIZATION = "advantage_normalization"  # the learner_config_dict key
 ADVANTAGE_NORMALIZATIONS = ("batch", "minibatch")  # RLlib's first
@@ -137,7 +139,7 @@ def heads_losses(
     return values, per_head, unclipped
 
 
-class PPOTorchLearner(RLlibPPOTorchLearner):
+class PPOTorchLearner(SignalModelsLearner, RLlibPPOTorchLearner):
     """RLlib's PPO learner; the train batch shuffled before the first epoch as before the others,
     and advantages normalized per minibatch with ``advantage_normalization: minibatch``."""
 
@@ -156,32 +158,10 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
             gae = SignalAdvantages(gamma=config.gamma, lambda_=config.lambda_)
             pipeline.insert_after(GeneralAdvantageEstimation, gae)
             pipeline.remove(GeneralAdvantageEstimation.__name__)
+        mark_episode_ends(pipeline, self.module)  # GAIL's done flag with use_actions
         if pipeline is not None and shuffles(self.config):
             pipeline.append(ShuffleRows())
         self.cloning = cloning.for_learner(self)
-
-    def should_module_be_updated(self, module_id: ModuleID, multi_agent_batch: Any = None) -> bool:
-        """RLlib's; a reward-signals module learns where its policy does (``policies_to_train``
-        names policies, and RLlib refuses an id that is none)."""
-        policy = policy_of_signals(module_id)
-        decide: Any = super().should_module_be_updated  # untyped in RLlib
-        return bool(decide(policy or module_id, multi_agent_batch))
-
-    def configure_optimizers_for_module(self, module_id: ModuleID, config: Any = None) -> None:
-        """RLlib's; a reward-signals module gets one Adam per signal, at the signal's learning_rate."""
-        module = self.module[module_id].unwrapped()
-        if not isinstance(module, RewardSignalsModule):
-            super().configure_optimizers_for_module(module_id, config)
-            return
-        for signal in module.settings.intrinsic:
-            params = [p for p in module.models[signal.name].parameters() if p.requires_grad]
-            self.register_optimizer(
-                module_id=module_id,
-                optimizer_name=signal.name,
-                optimizer=torch.optim.Adam(params),
-                params=params,
-                lr_or_lr_schedule=signal.learning_rate,
-            )
 
     def compute_loss_for_module(
         self, *, module_id: ModuleID, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]
@@ -191,7 +171,7 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         A policy's loss is a sum of terms: a further one (behavioral cloning's) is one more term."""
         module = self.module[module_id].unwrapped()
         if isinstance(module, RewardSignalsModule):
-            return self._signals_loss(module_id, module, batch)
+            return self.signals_loss(module_id, batch)
         if signals_of(module) is None:
             return self._policy_loss(module_id, config, batch, fwd_out)
         without_critic = copy.copy(config)
@@ -199,14 +179,6 @@ class PPOTorchLearner(RLlibPPOTorchLearner):
         policy = self._policy_loss(module_id, without_critic, batch, fwd_out)
         # after RLlib's loss, which logs its vf metrics as zeros without a critic: the heads' are kept
         return policy + self._value_heads_loss(module_id, module, config, batch, fwd_out)
-
-    def _signals_loss(self, module_id: ModuleID, module: RewardSignalsModule, batch: dict[str, Any]) -> Any:
-        total, stats = module.losses(batch)
-        policy = str(policy_of_signals(module_id))
-        for name, terms in stats.items():
-            for term, value in terms.items():
-                self.metrics.log_value((policy, REWARD_SIGNALS, name, term), value, window=1)
-        return total
 
     def _value_heads_loss(
         self, module_id: ModuleID, module: Any, config: Any, batch: dict[str, Any], fwd_out: dict[str, Any]

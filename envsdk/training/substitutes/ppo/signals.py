@@ -32,9 +32,7 @@ from ray.rllib.utils.postprocessing.zero_padding import split_and_zero_pad_n_epi
 from envsdk.config.own_keys.reward_signals import EXTRINSIC, RewardSignals
 from envsdk.networks.catalogs import VALUE_HEADS
 from envsdk.networks.reward_signals import SIGNALS, signals_module_id
-
-REWARD_SIGNALS = "reward_signals"  # the learner results' key under each policy
-SIGNAL_COLUMNS = (Columns.OBS, Columns.NEXT_OBS, Columns.ACTIONS, Columns.LOSS_MASK, Columns.TERMINATEDS)
+from envsdk.training.substitutes.reward_signals import REWARD_SIGNALS, rows_of
 
 
 def signals_of(module: Any) -> RewardSignals | None:
@@ -73,15 +71,6 @@ def rllib_standardized(advantages: np.ndarray) -> np.ndarray:
     """RLlib's GAE's standardisation."""
     out: np.ndarray = (advantages - advantages.mean()) / max(1e-4, float(advantages.std()))
     return out
-
-
-def _rows(value: Any, stateful: bool) -> Any:
-    """A column as rows: a stateful module's (sequences, steps, ...) batch flattened."""
-    if isinstance(value, dict):
-        return {k: _rows(v, stateful) for k, v in value.items()}
-    if isinstance(value, tuple | list):
-        return type(value)(_rows(v, stateful) for v in value)
-    return value.reshape(-1, *value.shape[2:]) if stateful else value
 
 
 class SignalAdvantages(GeneralAdvantageEstimation):
@@ -131,7 +120,7 @@ class SignalAdvantages(GeneralAdvantageEstimation):
         rewards = {EXTRINSIC: columns[Columns.REWARDS]}
         signals_id = signals_module_id(module_id)
         if signals.intrinsic:
-            rows = {k: _rows(columns[k], stateful) for k in SIGNAL_COLUMNS if k in columns}
+            rows = rows_of(columns, np.ndim(columns[Columns.REWARDS]))
             shape = columns[Columns.REWARDS].shape
             rewards.update({k: v.reshape(shape) for k, v in rl_module[signals_id].rewards(rows).items()})
             batch[signals_id] = rows

@@ -26,7 +26,9 @@ the hundreds put most TD errors far past Huber's delta, where its gradient is
 clipped to 1: on HalfCheetah that held the return at a fifth of SB3's
 (benchmarks/RESULTS.md).  With ``Discrete`` actions and ``twin_q: false``, RLlib's
 actor loss reads the twin Q-values it has none of (a KeyError): it gets the one
-Q-network's values in their place.  Everything else (losses, metrics, optimizers, target
+Q-network's values in their place.  With ``reward_signals`` it learns from the signals' summed
+rewards (:class:`~envsdk.training.substitutes.reward_signals.SummedSignalsLearner`), the signal
+models' gradients from a backward pass of their own.  Everything else (losses, metrics, optimizers, target
 updates, checkpoints) is RLlib's.
 """
 
@@ -53,13 +55,15 @@ from ray.rllib.utils.typing import ModuleID, ParamDict
 
 from envsdk import internals
 from envsdk.notices import notice
+from envsdk.training.substitutes.reward_signals import SummedSignalsLearner
 
 CRITIC_LOSS = "critic_loss"  # the learner_config_dict key
 CRITIC_LOSSES = ("huber", "squared")
 
 
-class SACTorchLearner(RLlibSACTorchLearner):
-    """RLlib's SAC learner; one backward pass per update for modules shown to allow it."""
+class SACTorchLearner(SummedSignalsLearner, RLlibSACTorchLearner):  # type: ignore[misc]  # RLlib: remove_module
+    """RLlib's SAC learner; one backward pass per update for modules shown to allow it; reward
+    signals summed."""
 
     def build(self) -> None:
         super().build()
@@ -107,6 +111,8 @@ class SACTorchLearner(RLlibSACTorchLearner):
         return target.detach()
 
     def compute_gradients(self, loss_per_module: dict[ModuleID, Any], **kwargs: Any) -> ParamDict:
+        loss_per_module = dict(loss_per_module)
+        signals = self.signals_gradients(loss_per_module)  # not in RLlib's SAC losses
         losses = internals.sac_losses(self)
         modules = set(loss_per_module) - {ALL_MODULES}
         fast = {m for m in modules if self.single_pass.get(m)}
@@ -128,7 +134,7 @@ class SACTorchLearner(RLlibSACTorchLearner):
                     f"SAC module '{module_id}': one backward pass over its losses gives other gradients "
                     "than one pass per optimizer; keeping RLlib's passes"
                 )
-        return {**rllib, **grads}
+        return {**rllib, **grads, **signals}
 
     def _single_pass(self, modules: set[ModuleID]) -> ParamDict:
         """Gradients of these modules' losses from one backward pass over their sum."""

@@ -1,0 +1,1 @@
+"""IMPALA and APPO: RLlib's learners, taking reward signals summed into their rewards."""
