@@ -156,10 +156,16 @@ def test_mixed_signals_in_one_value_say_it_once(
 # One run for the four algorithms (one train.py start): APPO with curiosity and GAIL (use_actions:
 # its done flag from MarkEpisodeEnds), IMPALA with RND, SAC with curiosity (continuous actions),
 # DQN multi-agent, a policy with signals of its own.
-# APPO and IMPALA learn asynchronously: their learners report from the fifth iteration or so
-# (with envsdk's sampler and in-process trial; on stock RLlib's, these settings report none in 20).
+# APPO and IMPALA learn asynchronously: an iteration returns whether or not their learner has
+# reported, so theirs last 2 s each (with none, a busy CI machine's 8 iterations reported none).
 QUICK = {"num_env_runners": 0, "min_time_s_per_iteration": 0}
-ASYNC = {**QUICK, "num_envs_per_env_runner": 2, "train_batch_size": 32, "rollout_fragment_length": 16}
+ASYNC = {
+    **QUICK,
+    "min_time_s_per_iteration": 2,
+    "num_envs_per_env_runner": 2,
+    "train_batch_size": 32,
+    "rollout_fragment_length": 16,
+}
 REPLAY = {
     **QUICK,
     "train_batch_size": 32,
@@ -169,9 +175,9 @@ REPLAY = {
 CURIOSITY = {"strength": 0.1, "learning_rate": 1e-3}
 GAIL = {"strength": 0.1, "demo_path": "expert.demo", "use_actions": True}
 EXPERIMENTS = {
-    "APPO": ("CartPole-v1", 8, {**ASYNC, "reward_signals": {
+    "APPO": ("CartPole-v1", 5, {**ASYNC, "reward_signals": {
         "extrinsic": {}, "curiosity": CURIOSITY, "gail": GAIL}}),
-    "IMPALA": ("CartPole-v1", 6, {**ASYNC, "reward_signals": {"extrinsic": {}, "rnd": {"strength": 0.1}}}),
+    "IMPALA": ("CartPole-v1", 5, {**ASYNC, "reward_signals": {"extrinsic": {}, "rnd": {"strength": 0.1}}}),
     "SAC": ("Pendulum-v1", 2, {**REPLAY, "reward_signals": {
         "extrinsic": {"strength": 0.5}, "curiosity": CURIOSITY}}),
     "DQN": ("multi_agent_env.TwoRunners", 2, {
