@@ -7,7 +7,13 @@ Each variant is ``train.py`` on the same PPO settings, ``reward_signals`` the on
 return (RLlib's window of episodes) reaches ``--target`` (0.8 of the maximum, 1.0).  Each run's
 intrinsic reward and model losses are progress.csv columns; their last values are reported.
 
+``--part imitation`` records an expert with ``rollout.py --out expert.demo`` and runs PPO alone
+against PPO with ``gail`` + ``behavioral_cloning`` from it, and offline BC from the same file, on
+the corridor or (``--game pyramids``) on the Unity stand-in's Pyramids (``env: unity``; the player
+is written into a temporary folder unless ``--build`` names one that exists).
+
     python benchmarks/reward_signals.py [--seeds 1 2 3] [--budget 150000] [--length 8]
+    python benchmarks/reward_signals.py --part imitation --game pyramids [--build builds] [--budget 60000]
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -52,8 +60,59 @@ PPO = {
     "model_config": {"fcnet_hiddens": [64, 64]},
 }
 ENV = "sparse_corridor:SwitchCorridor-v0"
+# Pyramids (unity_bridge/standin/examples.py): one agent in a room of 9 cells, 60 steps an episode;
+# uniformly random play finds the brick in about a fifth of them (mean return about 0.3). One game
+# stepped in train.py's own process (no Ray), as configs/unity-chase.yaml; the corridor's lr,
+# epochs, entropy and network, about half its batch (one game, where the corridor steps 8).
+PYRAMIDS_PPO = {
+    "num_env_runners": 0,
+    "train_batch_size": 1000,
+    "minibatch_size": 250,
+    "num_epochs": 4,
+    "lr": 3e-4,
+    "gamma": 0.99,
+    "entropy_coeff": 0.01,
+    "model_config": {"fcnet_hiddens": [64, 64]},
+}
+PYRAMIDS_EXPERT = ROOT / "tests" / "data" / "demos" / "pyramids_expert.py"
 RETURN = "env_runners/episode_return_mean"
 STEPS = "num_env_steps_sampled_lifetime"
+
+
+@dataclass(frozen=True)
+class Game:
+    """Where a run plays: the env train.py and rollout.py get, with its settings."""
+
+    env: str
+    env_config: dict[str, Any]
+    ppo: dict[str, Any]
+    expert: str  # rollout.py --policy MODULE:FUNCTION
+    episodes: int  # the expert's, recorded
+    # offline BC's env: RLlib 2.60's offline pipeline reads no multi-agent episodes, so a one-agent
+    # Unity game is read as its plain gymnasium view there (env: unity-single)
+    offline_env: str
+
+
+def corridor(args: argparse.Namespace) -> Game:
+    """The switch corridor of ``--length`` cells."""
+    expert = f"{HERE / 'sparse_corridor.py'}:expert"
+    return Game(ENV, {"length": args.length}, PPO, expert, 10, ENV)
+
+
+def pyramids(args: argparse.Namespace, out: Path) -> Game:
+    """The stand-in's Pyramids: ``--build`` (the player, or a folder of stand-in builds), else the
+    player written into ``out``."""
+    from unity_bridge.standin.build import BUILDS, write_build
+
+    if args.build is None:
+        player = write_build(out / "builds", "Pyramids", BUILDS["Pyramids"])
+    else:
+        player = args.build / "Pyramids.x86_64" if args.build.is_dir() else args.build
+        if not player.is_file():
+            build = "python -m unity_bridge.standin build DIR"
+            raise SystemExit(f"--build {args.build}: no Pyramids player there ({build} writes one)")
+    setting = {"file_name": str(player.resolve()), "no_graphics": True}
+    return Game("unity", setting, PYRAMIDS_PPO, f"{PYRAMIDS_EXPERT}:play", 50, "unity-single")
 
 
 def _command(script: str, *args: str) -> subprocess.CompletedProcess[str]:
@@ -67,9 +126,11 @@ def _command(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     return done
 
 
-def train(name: str, run: str, config: dict, stop: dict, seed: int, out: Path) -> list[dict[str, str]]:
-    """One ``train.py`` run on the corridor; its progress.csv rows."""
-    experiment = {name: {"run": run, "env": ENV, "stop": stop, "config": config}}
+def train(
+    name: str, run: str, config: dict, stop: dict, seed: int, out: Path, env: str = ENV
+) -> list[dict[str, str]]:
+    """One ``train.py`` run (on the corridor unless ``env``); its progress.csv rows."""
+    experiment = {name: {"run": run, "env": env, "stop": stop, "config": config}}
     path = out / f"{name}-{seed}.yaml"
     path.write_text(yaml.safe_dump(experiment, sort_keys=False))
     results = out / f"{name}-{seed}"
@@ -78,13 +139,21 @@ def train(name: str, run: str, config: dict, stop: dict, seed: int, out: Path) -
     return list(csv.DictReader(progress.open()))
 
 
-def run(variant: str, seed: int, args: argparse.Namespace, out: Path, keys: dict | None = None) -> dict:
-    """One PPO run (``keys``: its reward_signals and cloning, else VARIANTS's); its curve, first step
-    at the target, and last signal columns."""
+def run(
+    variant: str,
+    seed: int,
+    args: argparse.Namespace,
+    out: Path,
+    keys: dict | None = None,
+    game: Game | None = None,
+) -> dict:
+    """One PPO run (``keys``: its reward_signals and cloning, else VARIANTS's; on ``game``, else the
+    corridor); its curve, first step at the target, and last signal columns."""
     own = keys or {"reward_signals": VARIANTS[variant]}
-    config = {**PPO, "env_config": {"length": args.length}, **own}
+    game = game or corridor(args)
+    config = {**game.ppo, "env_config": game.env_config, **own}
     started = time.perf_counter()
-    rows = train(variant, "PPO", config, {STEPS: args.budget}, seed, out)
+    rows = train(variant, "PPO", config, {STEPS: args.budget}, seed, out, game.env)
     wall = time.perf_counter() - started
     curve = [(int(float(r[STEPS])), float(r[RETURN] or 0.0)) for r in rows]
     solved = next((steps for steps, ret in curve if ret >= args.target), None)
@@ -103,22 +172,22 @@ def run(variant: str, seed: int, args: argparse.Namespace, out: Path, keys: dict
 
 def imitation(args: argparse.Namespace, out: Path) -> list[str]:
     """GAIL + behavioral cloning from a recorded expert against PPO alone, and offline BC from the
-    same file: the report's lines."""
+    same file, on ``--game``: the report's lines."""
     from unity_bridge.demo_files import read_demo
 
+    game = pyramids(args, out) if args.game == "pyramids" else corridor(args)
     demo = out / "expert.demo"
-    expert = f"{HERE / 'sparse_corridor.py'}:expert"
-    setting = json.dumps({"length": args.length})
+    setting = json.dumps(game.env_config)
     _command(
         "rollout.py",
         "--env",
-        ENV,
+        game.env,
         "--env-config",
         setting,
         "--policy",
-        expert,
+        game.expert,
         "--episodes",
-        "10",
+        str(game.episodes),
         "--out",
         str(demo),
     )
@@ -141,25 +210,58 @@ def imitation(args: argparse.Namespace, out: Path) -> list[str]:
     for seed in args.seeds:
         for name, keys in (("PPO alone", {"reward_signals": EXTRINSIC}), ("PPO + GAIL + BC", with_demo)):
             tag = "imitation" if "GAIL" in name else "alone"
-            runs.append({**run(tag, seed, args, out, keys), "variant": name})
-            print(f"{name} seed {seed}: final return {runs[-1]['final']:.2f}")
-        bc = {"input": str(demo), "env_config": {"length": args.length}, "lr": 1e-3, "evaluation_interval": 1,
+            runs.append({**run(tag, seed, args, out, keys, game), "variant": name})
+            steps = next((steps for steps, ret in runs[-1]["curve"] if ret >= goal), None)
+            print(
+                f"{name} seed {seed}: final return {runs[-1]['final']:.2f}, {goal:.2f} at {steps or '-'} env"
+                f" steps, {runs[-1]['wall']:.0f} s",
+                flush=True,
+            )
+        bc = {"input": str(demo), "env_config": game.env_config, "lr": 1e-3, "evaluation_interval": 1,
               "evaluation_duration": 20, "evaluation_duration_unit": "episodes",
               "train_batch_size_per_learner": 256, "dataset_num_iters_per_learner": 40}  # fmt: skip
-        rows = train("bc", "BC", bc, {"training_iteration": 5}, seed, out)
+        started = time.perf_counter()
+        rows = train("bc", "BC", bc, {"training_iteration": 5}, seed, out, game.offline_env)
         offline.append(float(rows[-1]["evaluation/env_runners/episode_return_mean"]))
-        print(f"offline BC seed {seed}: return {offline[-1]:.2f}")
-    lines = [
-        f"### reward_signals: imitation on the switch corridor ({args.length} cells),"
-        f" {datetime.date.today()}",
-        f"Machine: {machine()}. `python benchmarks/reward_signals.py --part imitation --seeds"
-        f" {' '.join(map(str, args.seeds))} --budget {args.budget} --length {args.length}`. The expert:"
-        " `rollout.py --policy sparse_corridor.py:expert --episodes 10 --out expert.demo` (the shortest"
-        f" way; mean return {best:.2f}). PPO alone against PPO with `gail` (strength 0.01, use_actions)"
-        " and `behavioral_cloning` (strength 1.0, num_epoch 16, annealed over half the budget), the same"
-        " PPO settings;"
-        f" solved: the first iteration whose mean return reaches 0.9 of the expert's ({goal:.2f}). Offline:"
-        " `run: BC` with `input: expert.demo`, 5 iterations, its evaluation's mean return over 20 episodes.",
+        wall = time.perf_counter() - started
+        print(f"offline BC seed {seed}: return {offline[-1]:.2f}, {wall:.0f} s", flush=True)
+    seeds = " ".join(map(str, args.seeds))
+    if args.game == "pyramids":
+        ppo = game.ppo
+        lines = [
+            "### reward_signals: imitation on the Unity stand-in's Pyramids (`env: unity`),"
+            f" {datetime.date.today()}",
+            f"Machine: {machine()}. `python benchmarks/reward_signals.py --part imitation --game pyramids"
+            f" --seeds {seeds} --budget {args.budget}`. The game: `python -m unity_bridge.standin build`'s"
+            " Pyramids (one agent in a room of 9 cells; pressing the switch shows the golden brick, +2 on"
+            " reaching it, -0.001 a step, 60 steps an episode). The expert: `rollout.py --env unity"
+            " --env-config '{file_name: .../Pyramids, no_graphics: true}' --policy"
+            f" tests/data/demos/pyramids_expert.py:play --episodes {game.episodes} --out expert.demo` (to"
+            f" the switch, press it, to the brick; mean return {best:.2f}). PPO alone against PPO with"
+            " `gail` (strength 0.01, use_actions) and `behavioral_cloning` (strength 1.0, num_epoch 16,"
+            " annealed over half the budget), the same PPO settings (one game in train.py's process,"
+            f" train_batch_size {ppo['train_batch_size']}, minibatch_size {ppo['minibatch_size']},"
+            f" num_epochs {ppo['num_epochs']}, lr {ppo['lr']}, entropy_coeff {ppo['entropy_coeff']}, 2x64);"
+            f" solved: the first iteration whose mean return reaches 0.9 of the expert's ({goal:.2f})."
+            " Offline: `run: BC` with `input: expert.demo` on the same game as `env: unity-single` (RLlib"
+            " 2.60 reads no multi-agent episodes offline), 5 iterations, its evaluation's mean return"
+            " over 20 episodes.",
+        ]
+    else:
+        lines = [
+            f"### reward_signals: imitation on the switch corridor ({args.length} cells),"
+            f" {datetime.date.today()}",
+            f"Machine: {machine()}. `python benchmarks/reward_signals.py --part imitation --seeds"
+            f" {seeds} --budget {args.budget} --length {args.length}`. The expert:"
+            " `rollout.py --policy sparse_corridor.py:expert --episodes 10 --out expert.demo` (the shortest"
+            f" way; mean return {best:.2f}). PPO alone against PPO with `gail` (strength 0.01, use_actions)"
+            " and `behavioral_cloning` (strength 1.0, num_epoch 16, annealed over half the budget), the same"
+            " PPO settings;"
+            f" solved: the first iteration whose mean return reaches 0.9 of the expert's ({goal:.2f})."
+            " Offline: `run: BC` with `input: expert.demo`, 5 iterations, its evaluation's mean return"
+            " over 20 episodes.",
+        ]
+    lines += [
         "",
         "| variant | seed | final return | env steps to solved | wall s |",
         "|---|---|---|---|---|",
@@ -228,12 +330,25 @@ def main() -> None:
     p.add_argument("--budget", type=int, default=150_000, help="env steps per run")
     p.add_argument("--length", type=int, default=8, help="the corridor's cells")
     p.add_argument("--target", type=float, default=0.8, help="mean return that counts as solved (max 1.0)")
+    p.add_argument(
+        "--game", choices=("corridor", "pyramids"), default="corridor",
+        help="the imitation part's game: the switch corridor, or the Unity stand-in's Pyramids",
+    )  # fmt: skip
+    p.add_argument(
+        "--build", type=Path, default=None,
+        help="with --game pyramids: the stand-in's Pyramids player (or a folder of stand-in builds);"
+        " default: written into a temporary folder",
+    )  # fmt: skip
+    p.add_argument("--no-append", action="store_true", help="print the sections, leave RESULTS.md alone")
     args = p.parse_args()
+    if args.game != "corridor" and args.part != "imitation":
+        p.error("--game applies to --part imitation alone")
+    report = (lambda lines: print("\n".join(lines))) if args.no_append else append_results
     with tempfile.TemporaryDirectory() as tmp:
         if args.part in ("signals", "both"):
-            append_results(signals(args, Path(tmp)))
+            report(signals(args, Path(tmp)))
         if args.part in ("imitation", "both"):
-            append_results(imitation(args, Path(tmp)))
+            report(imitation(args, Path(tmp)))
 
 
 if __name__ == "__main__":
