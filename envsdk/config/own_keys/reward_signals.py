@@ -251,6 +251,10 @@ def check_one_discount(plan: SignalPlan, run: str, values: LineDict, defaults: A
     if plan.run is not None:
         named.append((None, plan.run_gamma, parse(plan.run, plan.where, plan.run_gamma, base=plan.base)))
     named += [(p, plan.gamma_of(p), plan.of(p)) for p in sorted(set(plan.gammas or {}) | set(plan.own or {}))]
+    n_step = values.get("n_step", getattr(defaults, "n_step", 1))
+    key = "num_aggregator_actors_per_learner"
+    aggregated = values.get(key, getattr(defaults, key, 0))
+    learners = values.get("num_learners", getattr(defaults, "num_learners", 0))
     for policy, gamma, signals in named:
         whose = "the run's" if policy is None else f"policy {policy}'s"
         for signal in signals.signals if signals is not None else ():
@@ -261,29 +265,24 @@ def check_one_discount(plan: SignalPlan, run: str, values: LineDict, defaults: A
                     f"set its gamma to {gamma}, or run: PPO, which has a value head per signal",
                 )
         intrinsic = signals.intrinsic if signals is not None else ()
-        n_step = values.get("n_step", getattr(defaults, "n_step", 1))
         if intrinsic and n_step != 1:
             raise UserError(
                 f"{values.where('n_step')}: n_step is {n_step} with {KEY}: a replayed row's reward is"
                 " n steps' return, a signal's reward one step's",
                 f"set n_step: 1, or drop {', '.join(s.name for s in intrinsic)} from {KEY}",
             )
-        key = "num_aggregator_actors_per_learner"
-        if values.get(key, getattr(defaults, key, 0)) and any(s.name == "curiosity" for s in intrinsic):
+        if aggregated and any(s.name == "curiosity" for s in intrinsic):
             raise UserError(
                 f"{values.where(key)}: curiosity reads next observations, which {run}'s aggregator"
                 " actors leave out of the batch",
                 f"set {key}: 0, or drop curiosity",
             )
-        if values.get(key, getattr(defaults, key, 0)) and any(
-            s.name == "gail" and s.use_actions for s in intrinsic
-        ):
+        if aggregated and any(s.name == "gail" and s.use_actions for s in intrinsic):
             raise UserError(
                 f"{values.where(key)}: gail with use_actions reads where episodes ended, which {run}'s"
                 " aggregator actors leave out of the batch",
                 f"set {key}: 0, or use_actions: false",
             )
-        learners = values.get("num_learners", getattr(defaults, "num_learners", 0))
         if intrinsic and isinstance(learners, int) and learners > 1:
             raise UserError(
                 f"{values.where('num_learners')}: num_learners is {learners} with {KEY}: {run}'s learners"

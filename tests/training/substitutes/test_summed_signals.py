@@ -56,19 +56,15 @@ class _RLlibLoss:
         return {module_id: torch.zeros(()) for module_id in fwd_out}
 
 
-def test_rllibs_loss_gets_the_batch_with_only_the_rewards_summed() -> None:
-    """A hand-made batch of a policy with RND and one without: RLlib's loss reads the first's
-    reward as the env's plus RND's (its model's current output) times their strengths, every other
-    column and module as given; the signals module's loss joins the policy's."""
-    from ray.rllib.core.columns import Columns
+def _summing_learner(signals: RewardSignals) -> tuple[Any, Any]:
+    """A SummedSignalsLearner over :class:`_RLlibLoss` whose policy "a" has ``signals`` (Box(3,)
+    observations, Discrete(2) actions), and that policy's signals module."""
     from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
     from envsdk.networks.reward_signals import SIGNALS as SIGNALS_KEY
     from envsdk.networks.reward_signals import RewardSignalsModule, signals_module_id
     from envsdk.training.substitutes.reward_signals import SummedSignalsLearner
 
-    rnd_signal = Signal(name="rnd", gamma=0.99, strength=2.0, learning_rate=1e-4)
-    signals = RewardSignals((SIGNALS.signals[0], rnd_signal))
     module = RewardSignalsModule(
         observation_space=gym.spaces.Box(-1.0, 1.0, (3,)),
         action_space=gym.spaces.Discrete(2),
@@ -82,6 +78,19 @@ def test_rllibs_loss_gets_the_batch_with_only_the_rewards_summed() -> None:
     learner.summed_signals = {"a": signals}
     learner.module = {signals_module_id("a"): module}
     learner.metrics = MetricsLogger()
+    return learner, module
+
+
+def test_rllibs_loss_gets_the_batch_with_only_the_rewards_summed() -> None:
+    """A hand-made batch of a policy with RND and one without: RLlib's loss reads the first's
+    reward as the env's plus RND's (its model's current output) times their strengths, every other
+    column and module as given; the signals module's loss joins the policy's."""
+    from ray.rllib.core.columns import Columns
+
+    from envsdk.networks.reward_signals import signals_module_id
+
+    rnd_signal = Signal(name="rnd", gamma=0.99, strength=2.0, learning_rate=1e-4)
+    learner, module = _summing_learner(RewardSignals((SIGNALS.signals[0], rnd_signal)))
     columns = {
         Columns.OBS: torch.randn(5, 3),
         Columns.ACTIONS: torch.tensor([0, 1, 1, 0, 1]),
@@ -104,26 +113,8 @@ def test_curiosity_and_rnd_alone_bootstrap_through_a_termination(
     """ML-Agents' ignore_done: a policy whose signals are curiosity and RND only learns with the
     batch's terminations cleared (its target bootstraps); with the env's reward they stay."""
     from ray.rllib.core.columns import Columns
-    from ray.rllib.utils.metrics.metrics_logger import MetricsLogger
 
-    from envsdk.networks.reward_signals import SIGNALS as SIGNALS_KEY
-    from envsdk.networks.reward_signals import RewardSignalsModule, signals_module_id
-    from envsdk.training.substitutes.reward_signals import SummedSignalsLearner
-
-    signals = RewardSignals(tuple(s for s in SIGNALS.signals if s.name in names))
-    module = RewardSignalsModule(
-        observation_space=gym.spaces.Box(-1.0, 1.0, (3,)),
-        action_space=gym.spaces.Discrete(2),
-        model_config={SIGNALS_KEY: signals.to_config()},
-    )
-
-    class Learner(SummedSignalsLearner, _RLlibLoss):
-        pass
-
-    learner: Any = Learner()
-    learner.summed_signals = {"a": signals}
-    learner.module = {signals_module_id("a"): module}
-    learner.metrics = MetricsLogger()
+    learner, _ = _summing_learner(RewardSignals(tuple(s for s in SIGNALS.signals if s.name in names)))
     terminated = torch.tensor([False, False, True, False])
     columns = {
         Columns.OBS: torch.randn(4, 3),
