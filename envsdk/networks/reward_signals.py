@@ -108,6 +108,15 @@ def _width(space: gym.Space) -> int:
     return sum(branches) if branches else int(np.prod(space.shape or (1,)))
 
 
+def _scale(leaf: gym.Space) -> float:
+    """What a continuous leaf's values are multiplied by to lie in 0 to 1 where they are codes:
+    bytes (images) as RLlib's encoders read them, a text part's character indices by their count
+    (MiniGrid's mission as token ids of up to 100 dwarfed every other input); others as they are."""
+    if isinstance(leaf, TextTokens):
+        return 1.0 / float(np.max(leaf.high))
+    return 1 / 255 if leaf.dtype == np.uint8 else 1.0
+
+
 def flat(space: gym.Space, value: Any) -> torch.Tensor:
     """A batch of ``space``'s values as one float matrix (rows, width): continuous parts flattened,
     discrete branches one-hot."""
@@ -117,9 +126,8 @@ def flat(space: gym.Space, value: Any) -> torch.Tensor:
         if branches:
             x = chosen(leaf, x)
             parts += [nn.functional.one_hot(x[:, i], n).float() for i, n in enumerate(branches)]
-        else:  # bytes (images) read as RLlib's encoders read them: 0 to 1
-            scale = 1 / 255 if leaf.dtype == np.uint8 else 1.0
-            parts.append(x.reshape(len(x), -1).float() * scale)
+        else:
+            parts.append(x.reshape(len(x), -1).float() * _scale(leaf))
     return torch.cat(parts, dim=1)
 
 

@@ -332,3 +332,32 @@ def test_gail_reads_a_masked_game_of_camera_and_vector_from_its_demo() -> None:
     policy[Columns.TERMINATEDS] = torch.zeros(8)
     loss, _ = model.loss(policy, None)
     assert torch.isfinite(loss)
+
+
+def test_codes_reach_the_signal_models_between_0_and_1():
+    """A text part's character indices and an image's bytes are codes, not magnitudes: the signal
+    models read them scaled into 0 to 1 (MiniGrid's mission, raw, made RND's reward 70 where the
+    image's was 0.02); a float Box as it is."""
+    from envsdk.envs.spaces import TextTokens
+    from envsdk.networks.reward_signals import flat
+
+    text = TextTokens("abcdefghij", 6)
+    space = gym.spaces.Dict(
+        {
+            "mission": text,
+            "image": gym.spaces.Box(0, 255, (2, 2, 1), np.uint8),
+            "speed": gym.spaces.Box(-10.0, 10.0, (1,)),
+        }
+    )
+    value = {
+        "mission": torch.as_tensor(np.stack([text.encode("jab"), text.encode("zzzzzz")])),
+        "image": torch.full((2, 2, 2, 1), 255, dtype=torch.uint8),
+        "speed": torch.tensor([[-7.5], [3.0]]),
+    }
+    rows = flat(space, value)
+    assert rows.shape == (2, 6 + 4 + 1)
+    columns = {k: rows[:, a:b] for k, a, b in (("image", 0, 4), ("mission", 4, 10), ("speed", 10, 11))}
+    assert torch.equal(columns["image"], torch.ones(2, 4))
+    assert torch.allclose(columns["mission"][0], torch.tensor([10, 1, 2, 0, 0, 0]) / 11)
+    assert torch.equal(columns["mission"][1], torch.ones(6))  # 11: outside the charset, the top code
+    assert columns["speed"].flatten().tolist() == [-7.5, 3.0]
