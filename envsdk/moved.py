@@ -37,6 +37,7 @@ MOVED = {
     "envsdk.envs.plugins": "envsdk.networks.plugins",
     "envsdk.envs.stall_watch": "envsdk.envs.faults.stall_watch",
     "envsdk.internals.layout": "envsdk.internals.checkpoint_layout",
+    "envsdk.training.build.reward_signals": "envsdk.training.build.modules.reward_signals",
     "envsdk.training.agent_metrics": "envsdk.training.hooks.agent_metrics",
     "envsdk.training.algorithm_config": "envsdk.training.build.multi_agent",
     "envsdk.training.batched_runner": "envsdk.training.substitutes.sampling.batched_runner",

@@ -59,6 +59,7 @@ FINITE_CHECK_ONCE = "finite-check-once"
 FROZEN_IMPORTS = "frozen-imports"
 EPISODES_CONVERTED_ONCE = "episodes-converted-once"
 PARALLEL_ENVS = "parallel-envs"
+POCA = "poca"
 
 
 @dataclass(frozen=True)
@@ -221,6 +222,15 @@ TABLE: dict[str, Substitution] = {
             " start-up check times a costly step",
             "envsdk/training/substitutes/sampling/parallel_envs.py, envsdk/training/build/stages.py",
             "a costly env's copies step on every core (benchmarks/expensive_env.py)",
+        ),
+        Substitution(
+            POCA,
+            "class",
+            "nothing: RLlib has no MA-POCA (run: POCA: PPO's algorithm with a group critic and its learner)",
+            "envsdk/training/substitutes/poca/, envsdk/networks/poca.py,"
+            " envsdk/training/build/modules/poca.py",
+            "cooperative groups' credit, ML-Agents' trainer_type: poca (benchmarks/poca.py)",
+            "run: POCA (refused in stock mode: run: PPO trains the same env with per-agent rewards)",
         ),
     )
 }

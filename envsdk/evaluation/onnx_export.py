@@ -62,6 +62,7 @@ from envsdk.envs.spaces import (
 from envsdk.errors import UserError
 from envsdk.evaluation.restore import Restored
 from envsdk.internals import MODULE_STATE_FILE
+from envsdk.networks.poca import policy_of_critic
 from envsdk.networks.reward_signals import policy_of_signals
 from envsdk.training.hooks.observation_filter import Statistics, saved_statistics
 from envsdk.training.hooks.self_play import is_self_play_module
@@ -326,7 +327,8 @@ def policy_nets(restored: Restored) -> dict[str, torch.nn.Module]:
         for p in restored.module_dir.iterdir()
         if (p / MODULE_STATE_FILE).is_file()
         and not is_self_play_module(p.name)  # trained policies only
-        and policy_of_signals(p.name) is None  # (not their reward signals' models)
+        and policy_of_signals(p.name) is None  # (not their reward signals' models
+        and policy_of_critic(p.name) is None  # nor their POCA group critics)
     )
     config = restored.config
     bounds = (bool(config.normalize_actions), bool(config.clip_actions))

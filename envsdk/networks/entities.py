@@ -63,13 +63,17 @@ class EntityAttention(nn.Module):
         self.embedding_norm = nn.LayerNorm(embedding, elementwise_affine=False)
         self.residual_norm = nn.LayerNorm(embedding, elementwise_affine=False)
 
-    def forward(self, own: torch.Tensor | None, sets: list[torch.Tensor]) -> torch.Tensor:
-        """``own``: (batch, self_width) or None; ``sets``: one (batch, max_entities, size) per set."""
+    def forward(
+        self, own: torch.Tensor | None, sets: list[torch.Tensor], absent: list[torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """``own``: (batch, self_width) or None; ``sets``: one (batch, max_entities, size) per set;
+        ``absent``: one (batch, max_entities) per set, 1.0 where a row is padding (by default: rows
+        of zeros, as a BufferSensor pads)."""
         masks, embedded = [], []
         me = self.self_encoder(own) if self.self_encoder is not None and own is not None else None
-        for entities, embed in zip(sets, self.embeddings, strict=True):
+        for i, (entities, embed) in enumerate(zip(sets, self.embeddings, strict=True)):
             entities = entities.float()
-            masks.append(padding(entities))
+            masks.append(padding(entities) if absent is None else absent[i].float())
             if me is not None:
                 entities = torch.cat([me.unsqueeze(1).expand(-1, entities.shape[1], -1), entities], dim=-1)
             embedded.append(embed(entities))

@@ -60,6 +60,7 @@ TESTED_BY = {
         "test_converting_an_ended_episode_again_changes_nothing",
     ),
     "parallel-envs": ("test_parallel_envs.py", "test_the_async_envs_give_rllibs_episodes"),
+    "poca": ("test_poca.py", "test_the_stock_refusal_is_a_clear_exit_before_ray_starts"),
 }
 
 
@@ -142,7 +143,8 @@ def build(monkeypatch, stock, yaml_stock=None, config="pendulum-sac"):  # type: 
 # the PPO, DQN and IMPALA learners (cartpole-ppo and cartpole-dqn carry the first two,
 # test_summed_signals.py's APPO config the third), the agent-step clock
 # (count_steps_by: agent_steps only; test_agent_metrics.py turns it off) and parallel envs (a
-# costly env's only: test_parallel_envs.py turns it off).
+# costly env's only: test_parallel_envs.py turns it off) and poca (run: POCA only; test_poca.py: stock
+# mode refuses it).
 IN_CONFIG = [
     name
     for name in substitutions.TABLE
@@ -154,6 +156,7 @@ IN_CONFIG = [
         "impala-learner",
         "agent-step-clock",
         "parallel-envs",
+        "poca",
     )
 ]
 
@@ -396,11 +399,13 @@ def test_stock_in_a_yaml_leaves_no_substitution(tmp_path) -> None:  # type: igno
 
 
 @pytest.mark.slow  # trains
-def test_a_checkpoint_trained_with_stock_rolls_out_with_no_substitution(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_checkpoint_trained_with_stock_rolls_out_with_no_substitution(tmp_path, ray_address) -> None:  # type: ignore[no-untyped-def]
     from tests.helpers import run_train
 
     results = tmp_path / "results"
-    done = run_train(["-f", stock_yaml(tmp_path, training_iteration=1), "--local-dir", str(results)])
+    # stock: its trial is a Tune trial, on the session's Ray (no Ray start of its own)
+    args = ["-f", stock_yaml(tmp_path, training_iteration=1), "--local-dir", str(results)]
+    done = run_train([*args, "--ray-address", ray_address])
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     args = [str(results / "cartpole-ppo"), "--episodes", "1", "--no-out"]
     # rollout.py reads the run's stock: once RLlib is imported: what that import froze is handed back

@@ -29,12 +29,17 @@ RUNS = {
     "PushBlock.ppo.yaml": "PushBlock",
     "WallJump.ppo.yaml": "WallJump",
     "StrikersVsGoalie.ppo.yaml": "StrikersVsGoalie",  # asymmetric self-play, each behavior's own swap_steps
+    # trainer_type poca: cooperative groups (run: POCA), SoccerTwos with self-play between its teams
+    "PushBlockCollab.poca.yaml": "PushBlockCollab",
+    "DungeonEscape.poca.yaml": "DungeonEscape",
+    "SoccerTwos.poca.yaml": "SoccerTwos",
 }
-SMALLER = {  # a buffer of 20,480 agent steps takes half a minute here: a smaller one, the same file
-    "StrikersVsGoalie.ppo.yaml": [
-        "--config.train_batch_size=2048",
-        "--config.minibatch_size=512",
-    ],
+_SMALL_BUFFER = ["--config.train_batch_size=2048", "--config.minibatch_size=512"]
+SMALLER = {  # a buffer of 10,240 or 20,480 agent steps takes half a minute here: a smaller one, the same file
+    "StrikersVsGoalie.ppo.yaml": _SMALL_BUFFER,
+    "PushBlockCollab.poca.yaml": _SMALL_BUFFER,
+    "DungeonEscape.poca.yaml": _SMALL_BUFFER,
+    "SoccerTwos.poca.yaml": [*_SMALL_BUFFER, "--config.time_horizon=64"],
 }
 SHORT = ["--no-graphics", "--config.min_sample_timesteps_per_iteration=0"]  # an iteration: one buffer
 

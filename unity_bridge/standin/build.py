@@ -30,6 +30,9 @@ BUILDS = {
     "SoccerTwos": ["--game", "soccertwos", "--agents", "2", "--max-steps", "40"],
     "StrikersVsGoalie": ["--game", "strikersvsgoalie", "--max-steps", "40"],
     "Sorter": ["--game", "sorter", "--max-steps", "60"],
+    # Cooperative groups (standin/teams.py), for ML-Agents' POCA configs.
+    "DungeonEscape": ["--game", "dungeonescape", "--max-steps", "50"],
+    "PushBlockCollab": ["--game", "pushblockcollab", "--max-steps", "50"],
 }
 
 

@@ -45,6 +45,9 @@ reached by padding the game's few features with zeros.  Each reads its environme
   (3, 3, 3): move (stay, forward, back), touch (no, the tile here, no), and one that does nothing.
   +1 for the right tile, -1 for a wrong one (the episode ends), -1 / max_steps a step; the episode
   ends when every tile is visited.
+
+The cooperative games for MA-POCA (``DungeonEscape``, ``PushBlockCollab``) are in ``standin.teams``
+and registered here too.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ from functools import partial
 import numpy as np
 
 from unity_bridge.standin.game import Agent, Behavior, Game
+from unity_bridge.standin.teams import TEAMS
 
 FORWARD, BACK = 1, 2  # the move branch of most examples: 0 = stay
 
@@ -586,4 +590,5 @@ EXAMPLES: dict[str, Callable[[int, int, int, int], Game]] = {
     "soccertwos": _soccer_twos,
     "strikersvsgoalie": _strikers_vs_goalie,
     "sorter": Sorter,
+    **TEAMS,  # standin/teams.py: DungeonEscape, PushBlockCollab
 }

@@ -30,13 +30,12 @@ CONV_FILTERS = {
     "nature_cnn": [[32, [8, 8], 4], [64, [4, 4], 2], [64, [3, 3], 1]],
 }
 STOP_WHEN_EVERY_POLICY_IS_DONE = "policy_progress/all"
-ALGORITHMS = {"ppo": "PPO", "sac": "SAC"}
-LATER = {"poca": "MA-POCA is issue #60"}
+ALGORITHMS = {"ppo": "PPO", "sac": "SAC", "poca": "POCA"}
 
 # What every key becomes, for the docs' table (docs/mlagents-learn.md) and --dry-run.
 RULES: dict[str, str] = {
     "behaviors.NAME": "one policy per behavior, for all its teams (env_config.policy_mapping), env: unity",
-    "trainer_type": "run: PPO or SAC (poca: refused, " + LATER["poca"] + ")",
+    "trainer_type": "run: PPO, SAC or POCA (envsdk's MA-POCA: a group critic per behavior)",
     "hyperparameters.batch_size": "minibatch_size (PPO, agent steps); train_batch_size (SAC)",
     "hyperparameters.buffer_size": "train_batch_size (PPO, agent steps); replay_buffer_config.capacity (SAC)",
     "hyperparameters.learning_rate": "lr (SAC: actor_lr, critic_lr and alpha_lr)",
@@ -153,7 +152,7 @@ def translate(
     t.put("env", "unity", "behaviors", top=True)
     t.put("count_steps_by", "agent_steps", "behaviors (steps are agent steps)")
     _shared(t, behaviors)
-    if kind == "ppo":
+    if kind in ("ppo", "poca"):  # POCA's hyperparameters are PPO's (no shared_critic)
         _ppo(t, first, behaviors)
     else:
         _sac(t, first)
@@ -177,20 +176,13 @@ def translate(
 
 
 def _one_algorithm(behaviors: LineDict) -> None:
-    """One trainer type for all behaviors, and one we train (RLlib trains one algorithm per run)."""
+    """One trainer type for all behaviors (RLlib trains one algorithm per run)."""
     kinds = {b["trainer_type"] for b in behaviors.values()}
     if len(kinds) > 1:
         raise UserError(
             f"{behaviors.where(None)}: behaviors with different trainer types ({', '.join(sorted(kinds))})",
             "give every behavior one trainer_type (RLlib trains one algorithm in a run), or train them apart",
         )
-    for name, settings in behaviors.items():
-        at = where_of(settings, "trainer_type", behaviors.where(name))
-        if settings["trainer_type"] in LATER:
-            raise UserError(
-                f"{at}: trainer_type {settings['trainer_type']} is not built yet ({LATER['poca']})",
-                "use trainer_type: ppo (each agent learns from its own and its group's rewards)",
-            )
 
 
 # Keys that RLlib sets once for the whole run: every behavior must give them the same value.
@@ -217,6 +209,7 @@ PER_POLICY = {
     ),
     "sac": (),
 }
+PER_POLICY["poca"] = PER_POLICY["ppo"]
 
 
 def _comparable(settings: LineDict, key: str) -> Any:

@@ -145,6 +145,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
     env_callbacks: ClassVar[dict[str, Any]] = {"on_sample_end": log_unity_metrics}
     build_in_dry_run: ClassVar[bool] = False  # building one launches the game
     stable_agent_ids: ClassVar[bool] = False  # Unity gives every agent a new id each episode
+    group_reward_in_rewards: ClassVar[bool] = True  # each member's reward holds its group's (run: POCA)
     # RLlib's action normalisation keeps per-agent-id spaces, but Unity agent ids change every
     # episode; continuous actions are brought into [-1, 1] here instead (Unity passes on whatever
     # it gets), by env_config continuous_actions, and RLlib trains on the unclipped sample.

@@ -3,6 +3,7 @@ algorithm class that ``run:`` names."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,8 +21,17 @@ if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
 
 
+# Algorithms of envsdk's own, by the name ``run:`` gives them (RLlib has none of these).
+OUR_ALGORITHMS = {"POCA": "envsdk.training.substitutes.poca.algorithm"}
+
+
 def algorithm_class(run: str) -> type[Algorithm]:
     from ray.rllib.algorithms.registry import ALGORITHMS
+
+    if run.upper() in OUR_ALGORITHMS:
+        module = importlib.import_module(OUR_ALGORITHMS[run.upper()])
+        ours: type[Algorithm] = getattr(module, run.upper())
+        return ours
 
     removed = legacy.removed_algorithm(run)
     if removed is not None and run not in ALGORITHMS:

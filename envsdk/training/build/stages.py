@@ -33,10 +33,11 @@ from envsdk.errors import UserError
 from envsdk.networks.choice import check_modules
 from envsdk.networks.plugins import plugin_name, search_path
 from envsdk.notices import notice, quiet_rllib
-from envsdk.training.build import env_setup, lessons, reward_signals
+from envsdk.training.build import env_setup, lessons
 from envsdk.training.build.built import BuiltConfig, algorithm_class
 from envsdk.training.build.callables import Reported, resolve_callables
 from envsdk.training.build.models import ModelSettings, model_settings
+from envsdk.training.build.modules import poca, reward_signals
 from envsdk.training.build.multi_agent import multi_agent_settings, policy_of, set_up_self_play
 from envsdk.training.build.parts import EnvPlan, Keys, Networks, OwnKeys, StartedEnv
 from envsdk.training.build.rules import (
@@ -170,17 +171,24 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     where = values.where(initialize_from.KEY)
     start_from = (initialize_from.take(values, exp.base_dir), where)
     signals = reward_signals_key.take(values, keys.default_config.gamma, exp.base_dir)
-    if signals.given:
-        where = values.where(reward_signals_key.KEY)
-        taker = reward_signals.check_run(reward_signals_key.KEY, exp.run, keys.default_config, stock, where)
-        if taker != "PPO":  # one value function: the signals' rewards summed
-            reward_signals_key.check_one_discount(signals, exp.run, values, keys.default_config)
+    cloning_where = values.where(behavioral_cloning.KEY)
     default: Any = keys.default_config  # PPO's num_epochs and minibatch_size where it is PPO
     epochs, batch = getattr(default, "num_epochs", 1), getattr(default, "minibatch_size", None) or 128
-    where = values.where(behavioral_cloning.KEY)
     cloning = behavioral_cloning.take(values, epochs, batch, exp.base_dir)
-    if any(cloning.values()):
-        reward_signals.check_run(behavioral_cloning.KEY, exp.run, keys.default_config, stock, where)
+    if poca.is_poca(keys.default_config):  # its own refusals, before the other learners' lines
+        poca.check_run(stock, signals, cloning, str(keys.raw.source))
+    else:
+        if signals.given:
+            where = values.where(reward_signals_key.KEY)
+            taker = reward_signals.check_run(
+                reward_signals_key.KEY, exp.run, keys.default_config, stock, where
+            )
+            if taker != "PPO":  # one value function: the signals' rewards summed
+                reward_signals_key.check_one_discount(signals, exp.run, values, keys.default_config)
+        if any(cloning.values()):
+            reward_signals.check_run(
+                behavioral_cloning.KEY, exp.run, keys.default_config, stock, cloning_where
+            )
     return OwnKeys(
         stock, self_play_settings, env_checks, sampler, auto_runners, parameters, start_from, signals, cloning
     )
@@ -360,6 +368,8 @@ def stage_assemble(
         )
         where = keys.raw.where(behavioral_cloning.KEY)
         reward_signals.add_cloning(config, own.behavioral_cloning, started.info, where)
+        if poca.is_poca(config):
+            poca.add_group_critics(config, started.info, plan.target or started.env, str(keys.raw.source))
         config.validate()
         timeout_given = "sample_timeout_s" in values
         faults.install(config, own.env_checks, values.where("env_checks"), timeout_given, own.stock)
@@ -456,7 +466,8 @@ def stage_check_modules(config: AlgorithmConfig, started: StartedEnv, networks: 
         return []
     info = started.info
     found = check_modules(config, started.env, info.first_obs, policy_of(config, info), networks.model.plugin)
-    return [m for m in found if not m.startswith(f"{self_play.LEDGER}:") and "@reward_signals:" not in m]
+    shown = [m for m in found if not m.startswith(f"{self_play.LEDGER}:") and "@reward_signals:" not in m]
+    return [poca.describe_critic(config, m) for m in shown]
 
 
 # RLlib's own learner class -> the substitution and the class that take its place: SAC's with one

@@ -16,7 +16,7 @@ import yaml
 from envsdk.cli.train import main
 from envsdk.config.experiment import load_experiments
 from envsdk.config.mlagents import schema, upgrade
-from envsdk.config.mlagents.translate import LATER, RULES
+from envsdk.config.mlagents.translate import RULES
 from envsdk.config.yamlio import load_yaml_file
 from envsdk.errors import UserError, run_cli
 from tests.helpers import ROOT
@@ -32,8 +32,6 @@ def _raw(path: Path) -> dict:
 def _refusal(raw: dict) -> str | None:
     """Why a file is refused (a feature another issue builds), read from the file itself."""
     for settings in raw["behaviors"].values():
-        if settings.get("trainer_type") == "poca":
-            return "#60"
         if settings.get("trainer_type") == "sac" and (settings.get("network_settings") or {}).get("memory"):
             return "RLlib's SAC has no recurrent policy"
     return None
@@ -65,7 +63,7 @@ def test_each_example_config_becomes_the_experiment_its_keys_say(path):
     assert ("observation_filter" in config) == bool(network.get("normalize", False))
     assert config["model"].get("use_lstm", False) == ("memory" in network)
     steps = int(float(first.get("max_steps", 500000)))
-    if exp.run == "PPO":
+    if exp.run in ("PPO", "POCA"):  # POCA's hyperparameters are PPO's
         assert config["train_batch_size"] == hyper["buffer_size"]
         assert config["minibatch_size"] == hyper["batch_size"]
         assert config["num_epochs"] == hyper.get("num_epoch", 3)
@@ -149,7 +147,6 @@ def test_every_rule_names_a_key_of_the_schema():
         first = rule.split(",")[0].replace(".NAME", "").replace(".*", "").replace(".extrinsic.", ".")
         base = first.split(".")[0]
         assert first in keys or base in keys or first.startswith("reward_signals"), rule
-    assert set(LATER) == {"poca"}
 
 
 PRE_1_0 = """\

@@ -1,5 +1,5 @@
-"""``reward_signals:`` (config/own_keys/reward_signals.py, training/build/reward_signals.py): ML-Agents'
-keys and defaults, the run's gamma as a signal's default, and one line for each mistake."""
+"""``reward_signals:`` (config/own_keys/reward_signals.py, training/build/modules/reward_signals.py):
+ML-Agents' keys and defaults, the run's gamma as a signal's default, and one line for each mistake."""
 
 from __future__ import annotations
 

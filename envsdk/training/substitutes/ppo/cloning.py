@@ -35,7 +35,8 @@ LR_FLOOR = 1e-10  # ML-Agents' DecayedValue floor
 
 def for_learner(learner: Any) -> dict[str, BehavioralCloning]:
     """The learner's trained policies that clone (their config's ``learner_config_dict`` holds the
-    settings: :func:`envsdk.training.build.reward_signals.add_cloning`), each with its demonstrations."""
+    settings: :func:`envsdk.training.build.modules.reward_signals.add_cloning`), each with its
+    demonstrations."""
     from unity_bridge.demo_files import read_demo  # protobuf: only where a run imitates
 
     found = {}

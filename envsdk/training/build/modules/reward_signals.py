@@ -70,11 +70,11 @@ def add_cloning(
     """Each cloning policy's settings into its learner config (``algorithm_config_overrides_per_module``),
     its demonstrations checked against its spaces first."""
     overrides = dict(config.algorithm_config_overrides_per_module or {})
-    for policy, (obs, act) in sorted(_spaces(info, config).items()):
+    for policy, (obs, act) in sorted(policy_spaces(info, config).items()):
         settings = cloning_of(plan, policy)
         if settings is None:
             continue
-        if _recurrent(config, policy):
+        if recurrent(config, policy):
             raise UserError(
                 f"{where}: {CLONING} with a recurrent policy ('{policy}': use_lstm or use_attention) is"
                 " not built: cloning feeds single steps",
@@ -89,7 +89,7 @@ def add_cloning(
         config.multi_agent(algorithm_config_overrides_per_module=overrides)
 
 
-def _spaces(info: EnvInfo, config: AlgorithmConfig) -> dict[str, tuple[gym.Space, gym.Space]]:
+def policy_spaces(info: EnvInfo, config: AlgorithmConfig) -> dict[str, tuple[gym.Space, gym.Space]]:
     """Policy id -> its spaces: a policy spec's own, else those of the agents the mapping gives it
     (empty in a dry run that did not start the env)."""
     found = {
@@ -123,7 +123,7 @@ def add_signal_modules(
     )
     single = given if isinstance(given, RLModuleSpec) else None
     headed, summed = [], {}
-    for policy, (obs, act) in sorted(_spaces(info, config).items()):
+    for policy, (obs, act) in sorted(policy_spaces(info, config).items()):
         signals = plan.of(policy)
         if signals is None or signals.only_extrinsic_at_one(plan.gamma_of(policy)):
             if single is not None and policy not in specs:  # a policy without signals: the run's module
@@ -147,7 +147,7 @@ def add_signal_modules(
         config.training(learner_config_dict={**config.learner_config_dict, LEARNER_KEY: summed})
 
 
-def _recurrent(config: AlgorithmConfig, policy: str) -> bool:
+def recurrent(config: AlgorithmConfig, policy: str) -> bool:
     """Whether the policy's module keeps a memory (the run's model_config, or its own spec's)."""
     given = config.rl_module_spec
     spec = (given.rl_module_specs or {}).get(policy) if isinstance(given, MultiRLModuleSpec) else given
