@@ -126,17 +126,30 @@ class GroupCriticModule(TorchRLModule):
 
     def values(self, obs: Any, others: Any, absent: torch.Tensor) -> torch.Tensor:
         """The group's value at each row's step: the member and every present other, by observation."""
-        me = self._read(obs).unsqueeze(1)
-        seen = torch.cat([me, self._read_members(others, absent)], dim=1)
-        present = torch.cat([absent.new_zeros((len(absent), 1)), absent.float()], dim=1)
-        empty = seen.new_zeros((len(seen), 0, seen.shape[-1] + self.actions))
-        return self._estimate([seen, empty], [present, present[:, :0]])
+        return self._values(self._read(obs), self._read_members(others, absent), absent)
 
     def baselines(
         self, obs: Any, others: Any, others_actions: torch.Tensor, absent: torch.Tensor
     ) -> torch.Tensor:
         """The member's baseline at each row's step: its own observation, the others' with their actions."""
-        me = self._read(obs).unsqueeze(1)
-        acted = torch.cat([self._read_members(others, absent), others_actions.float()], dim=-1)
+        return self._baselines(self._read(obs), self._read_members(others, absent), others_actions, absent)
+
+    def estimates(
+        self, obs: Any, others: Any, others_actions: torch.Tensor, absent: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """:meth:`values` and :meth:`baselines` together, each observation read once."""
+        me, them = self._read(obs), self._read_members(others, absent)
+        return self._values(me, them, absent), self._baselines(me, them, others_actions, absent)
+
+    def _values(self, me: torch.Tensor, them: torch.Tensor, absent: torch.Tensor) -> torch.Tensor:
+        seen = torch.cat([me.unsqueeze(1), them], dim=1)
+        present = torch.cat([absent.new_zeros((len(absent), 1)), absent.float()], dim=1)
+        empty = seen.new_zeros((len(seen), 0, seen.shape[-1] + self.actions))
+        return self._estimate([seen, empty], [present, present[:, :0]])
+
+    def _baselines(
+        self, me: torch.Tensor, them: torch.Tensor, others_actions: torch.Tensor, absent: torch.Tensor
+    ) -> torch.Tensor:
+        acted = torch.cat([them, others_actions.float()], dim=-1)
         alone = absent.new_zeros((len(absent), 1))
-        return self._estimate([me, acted], [alone, absent.float()])
+        return self._estimate([me.unsqueeze(1), acted], [alone, absent.float()])

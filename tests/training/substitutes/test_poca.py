@@ -17,6 +17,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+import tree
 import yaml
 from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
 from ray.rllib.core.columns import Columns
@@ -264,25 +265,80 @@ def test_the_stock_refusal_is_a_clear_exit_before_ray_starts(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("from_infos", [True, False], ids=["group-reward-read", "group-reward-ignored"])
-def test_a_group_trains_checkpoints_rolls_out_and_exports_its_policy(tmp_path, from_infos):
-    """RelayEnv gives its group reward in the infos only: read, the critic's values rise towards the
-    escapes' returns; ignored, every reward is 0 and so are they."""
-    path = _relay_experiment(tmp_path, group_reward_from_infos=from_infos)
-    out = run_train(["-f", str(path), "--local-dir", str(tmp_path / "results")], cwd=tmp_path, timeout=300)
+def test_a_group_trains_checkpoints_rolls_out_and_exports_its_policy(tmp_path):
+    """RelayEnv gives its group reward in the infos only: read (the default), the critic's values rise
+    towards the escapes' returns; ignored (group_reward_from_infos: false), every reward is 0 and so
+    are they.  Both experiments in one train.py run."""
+    read = yaml.safe_load(_relay_experiment(tmp_path).read_text())["relay"]
+    ignored = yaml.safe_load(_relay_experiment(tmp_path, group_reward_from_infos=False).read_text())["relay"]
+    (tmp_path / "both.yaml").write_text(yaml.safe_dump({"read": read, "ignored": ignored}))
+    out = run_train(["-f", "both.yaml", "--local-dir", str(tmp_path / "results")], cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
-    (trial,) = trial_dirs(tmp_path / "results")
-    rows = progress_rows(trial)
     critic = "learners/shared_policy@poca_critic/"
-    value = float(rows[-1][critic + "value_mean"])
-    for term in ("value_loss", "baseline_loss", "baseline_mean", "value_explained_var"):
-        assert np.isfinite(float(rows[-1][critic + term])), term
-    if from_infos:
-        assert value > 0.15, [r[critic + "value_mean"] for r in rows]
-    else:
-        assert abs(value) < 0.05, [r[critic + "value_mean"] for r in rows]
-    (checkpoint,) = sorted(trial.glob("checkpoint_*"))[-1:]
+    for name, trial in ((t.parent.name, t) for t in trial_dirs(tmp_path / "results")):
+        rows = progress_rows(trial)
+        value = float(rows[-1][critic + "value_mean"])
+        for term in ("value_loss", "baseline_loss", "baseline_mean", "value_explained_var"):
+            assert np.isfinite(float(rows[-1][critic + term])), term
+        if name == "read":
+            assert value > 0.15, [r[critic + "value_mean"] for r in rows]
+            (checkpoint,) = sorted(trial.glob("checkpoint_*"))[-1:]
+        else:
+            assert abs(value) < 0.05, [r[critic + "value_mean"] for r in rows]
     onnx = tmp_path / "policy.onnx"
     played = rollout_here(str(checkpoint), "--episodes", "2", "--no-out", "--export-onnx", str(onnx))
     assert played.returncode == 0, played.stderr[-3000:]
     assert "2 episodes" in played.stdout and onnx.stat().st_size > 0
+
+
+IMAGE = gym.spaces.Box(0, 255, (12, 12, 3), np.uint8)
+SPACES = {
+    "vector": (gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(3)),
+    "camera-and-vector": (
+        gym.spaces.Dict({"camera": IMAGE, "vector": gym.spaces.Box(-1.0, 1.0, (3,), np.float32)}),
+        gym.spaces.MultiDiscrete([3, 2]),
+    ),
+    "masked": (
+        gym.spaces.Dict(
+            {
+                "observations": gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+                "action_mask": gym.spaces.Box(0, 1, (5,), np.int8),
+            }
+        ),
+        gym.spaces.MultiDiscrete([3, 2]),
+    ),
+    "continuous": (gym.spaces.Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)),
+}
+
+
+def _stacked(space: gym.Space, shape: tuple[int, ...], seed: int) -> Any:
+    space.seed(seed)
+    rows = [space.sample() for _ in range(int(np.prod(shape)))]
+    return tree.map_structure(
+        lambda *xs: torch.as_tensor(np.stack(xs)).reshape(*shape, *np.shape(xs[0])), *rows
+    )
+
+
+@pytest.mark.parametrize("kind", list(SPACES))
+def test_the_critic_reads_any_observation_the_default_models_read(kind):
+    """Vectors, cameras with vectors (a Dict), masked observations, continuous actions: one value per
+    row, finite; absent members' contents change nothing."""
+    obs_space, act_space = SPACES[kind]
+    critic = GroupCriticModule(
+        observation_space=obs_space, action_space=act_space, learner_only=True,
+        model_config={"hidden_units": 16, "num_layers": 1},
+    )  # fmt: skip
+    critic.eval()
+    obs, others = _stacked(obs_space, (5,), 1), _stacked(obs_space, (5, 2), 2)
+    other_others = _stacked(obs_space, (5, 2), 3)
+    actions = encode_actions(act_space, _stacked(act_space, (10,), 4)).reshape(5, 2, -1)
+    absent = torch.tensor([[0.0, 1.0]] * 5)
+    with torch.no_grad():
+        values = critic.values(obs, others, absent)
+        baselines = critic.baselines(obs, others, actions, absent)
+        assert values.shape == baselines.shape == (5,)
+        assert torch.isfinite(values).all() and torch.isfinite(baselines).all()
+        # slot 1 is absent: what it holds does not matter; slot 0 is present: it does
+        mixed = tree.map_structure(lambda a, b: torch.stack([a[:, 0], b[:, 1]], dim=1), others, other_others)
+        assert torch.allclose(values, critic.values(obs, mixed, absent), atol=1e-5)
+        assert not torch.allclose(values, critic.values(obs, other_others, absent), atol=1e-5)

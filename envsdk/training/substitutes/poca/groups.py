@@ -262,10 +262,8 @@ class GroupAdvantages(GeneralAdvantageEstimation):
             lambda x: torch.as_tensor(convert_to_numpy(x), device=device), columns[Columns.OBS]
         )
         with torch.no_grad():
-            values = critic.values(obs, tensors[OTHERS], tensors[ABSENT]).cpu().numpy()
-            baselines = (
-                critic.baselines(obs, tensors[OTHERS], tensors[OTHERS_ACTIONS], tensors[ABSENT]).cpu().numpy()
-            )
+            estimated = critic.estimates(obs, tensors[OTHERS], tensors[OTHERS_ACTIONS], tensors[ABSENT])
+            values, baselines = (e.cpu().numpy() for e in estimated)
         config: Any = self
         targets = compute_value_targets(
             values, rewards, terminated, truncated, gamma=config.gamma, lambda_=config.lambda_

@@ -87,8 +87,7 @@ class POCATorchLearner(PPOTorchLearner):
         self, module_id: ModuleID, critic: GroupCriticModule, config: Any, batch: dict[str, Any]
     ) -> Any:
         obs, others, absent = batch[Columns.OBS], batch[OTHERS], batch[ABSENT]
-        values = critic.values(obs, others, absent)
-        baselines = critic.baselines(obs, others, batch[OTHERS_ACTIONS], absent)
+        values, baselines = critic.estimates(obs, others, batch[OTHERS_ACTIONS], absent)
         targets, mask = batch[Postprocessing.VALUE_TARGETS], batch.get(Columns.LOSS_MASK)
         value_loss = trust_region_loss(values, batch[OLD_VALUES], targets, config.clip_param, mask)
         baseline_loss = trust_region_loss(baselines, batch[OLD_BASELINES], targets, config.clip_param, mask)
