@@ -47,16 +47,20 @@ def _obs(value: float) -> np.ndarray:
     return np.array([value, -value], np.float32)
 
 
-def relay_episode(group_ids: dict[str, int] | None = None, escape: bool = True) -> MultiAgentEpisode:
-    """Three agents: c presses at step 1 and leaves; a and b push at step 2 (+1 each when ``escape``:
-    the group's end) or the chunk is cut there (the group goes on)."""
+def relay_episode(
+    group_ids: dict[str, int] | None = None, escape: bool = True, pressed: float = 0.0, unity: bool = False
+) -> MultiAgentEpisode:
+    """Three agents: c presses at step 1 (its own reward: ``pressed``) and leaves; a and b push at
+    step 2 (+1 each for the group when ``escape``: the group's end) or the chunk is cut there (the
+    group goes on).  The group reward is in the infos; ``unity``: in the rewards too, as a Unity
+    game's are."""
     ids = group_ids or {k: 1 for k in "abc"}
     ep = MultiAgentEpisode(observation_space={k: OBS for k in "abc"}, action_space={k: ACT for k in "abc"})
     ep.add_env_reset(observations={k: _obs(0) for k in "abc"}, infos={k: {"group_id": ids[k]} for k in "abc"})
     ep.add_env_step(
         observations={k: _obs(1) for k in "abc"},
         actions={"a": WAIT, "b": WAIT, "c": PRESS},
-        rewards={k: 0.0 for k in "abc"},
+        rewards={"a": 0.0, "b": 0.0, "c": pressed},
         infos={k: {"group_id": ids[k]} for k in "abc"},
         terminateds={"c": True, "__all__": False},
         truncateds={"__all__": False},
@@ -65,7 +69,7 @@ def relay_episode(group_ids: dict[str, int] | None = None, escape: bool = True) 
     ep.add_env_step(
         observations={k: _obs(2) for k in "ab"},
         actions={"a": PUSH, "b": PUSH},
-        rewards={"a": 0.0, "b": 0.0},
+        rewards={"a": reward if unity else 0.0, "b": reward if unity else 0.0},
         infos={k: {"group_id": ids[k], "group_reward": reward} for k in "ab"},
         terminateds={"a": escape, "b": escape, "__all__": escape},
         truncateds={"__all__": False},
@@ -164,13 +168,13 @@ class Modules(dict):
     """The piece reads modules by id, as from a MultiRLModule."""
 
 
-def _targets(escape: bool) -> dict[str, np.ndarray]:
+def _targets(escape: bool, pressed: float = 0.0, unity: bool = False) -> dict[str, np.ndarray]:
     """POCA's value targets per agent on the relay episode, the critic's value fixed at 0.5."""
     critic = _critic()
     with torch.no_grad():
         critic.value.weight.zero_()
         critic.value.bias.fill_(0.5)
-    ep = relay_episode(escape=escape)
+    ep = relay_episode(escape=escape, pressed=pressed, unity=unity)
     order = list(ep.agent_episodes)
     lens = {k: len(ep.agent_episodes[k]) for k in order}
     obs = np.concatenate([ep.agent_episodes[k].get_observations(slice(0, lens[k])) for k in order])
@@ -181,7 +185,7 @@ def _targets(escape: bool) -> dict[str, np.ndarray]:
     batch = {"p": {Columns.OBS: obs, Columns.REWARDS: rewards, Columns.LOSS_MASK: mask}}
     for sa in ep.agent_episodes.values():
         sa.module_id = "p"
-    piece = GroupAdvantages(gamma=0.9, lambda_=0.95, groups=None, group_reward_from_infos=True)
+    piece = GroupAdvantages(gamma=0.9, lambda_=0.95, groups=None, group_reward_from_infos=not unity)
     modules = Modules({"p": None, critic_module_id("p"): critic})
     out = piece(rl_module=modules, episodes=[ep], batch=batch)
     targets = out["p"][Postprocessing.VALUE_TARGETS].numpy()
@@ -289,6 +293,17 @@ def test_a_group_trains_checkpoints_rolls_out_and_exports_its_policy(tmp_path):
     played = rollout_here(str(checkpoint), "--episodes", "2", "--no-out", "--export-onnx", str(onnx))
     assert played.returncode == 0, played.stderr[-3000:]
     assert "2 episodes" in played.stdout and onnx.stat().st_size > 0
+
+
+@pytest.mark.parametrize("unity", [False, True], ids=["group-reward-in-infos", "group-reward-in-rewards"])
+def test_every_member_counts_its_groupmates_own_rewards_as_ml_agents_sums_them(unity):
+    """c's own 0.5 for pressing counts for a and b at that step too (ML-Agents' POCA adds the
+    groupmates' rewards); the group's +1 counts once, wherever the env gives it."""
+    targets = _targets(escape=True, pressed=0.5, unity=unity)
+    assert targets["c"][0] == pytest.approx(0.5 + 0.45)
+    later = 0.9 * (0.05 * 0.5 + 0.95 * 1.0)
+    assert targets["a"][0] == pytest.approx(0.5 + later) and targets["b"][0] == pytest.approx(0.5 + later)
+    assert targets["a"][1] == pytest.approx(1.0)
 
 
 IMAGE = gym.spaces.Box(0, 255, (12, 12, 3), np.uint8)

@@ -22,9 +22,12 @@ before the update, for the trust-region clip of both losses).
 
 Groups are the env's: ``infos[agent]["group_id"]`` (ML-Agents' wire field, 0 for none) or the
 config's ``groups`` mapping (agent id -> group); members of a group that another policy plays are
-not seen (ML-Agents' groups are within one behavior).  Where the env gives a group reward only in
-``infos[agent]["group_reward"]``, it is added to each present member's reward here; an env whose
-rewards already hold it (Unity's, :mod:`envsdk.envs.unity.rllib_env`) says so to the build.
+not seen (ML-Agents' groups are within one behavior).  A member's reward is, as ML-Agents' POCA
+sums it: its own, the group's, and each present groupmate's own reward at that step (the reward it
+got for the action it took there).  Where the env gives a group reward only in
+``infos[agent]["group_reward"]``, it is added here; an env whose rewards already hold it (Unity's,
+:mod:`envsdk.envs.unity.rllib_env`) says so to the build, and its groupmates' own rewards are their
+rewards less the group's.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class Member:
     obs: Any  # its rows' observations (a structure of arrays)
     actions: Any  # the actions taken at rows 0 .. last - 1
     left: bool  # its episode terminated at its last row (it left the group there)
+    own: np.ndarray  # the reward of each row's step that is its own (its group's left out)
 
     @property
     def last(self) -> int:
@@ -95,16 +99,17 @@ def members_of(
     episode: MultiAgentEpisode, groups: Mapping[Any, Any] | None, from_infos: bool
 ) -> list[tuple[Member, np.ndarray]]:
     """The chunk's agents with their data (in RLlib's order of its agent episodes), and the group
-    reward in each one's infos per row (zeros unless read ``from_infos``)."""
+    reward in each one's infos per row where it is to be added (``from_infos``; else zeros)."""
     out = []
     for agent_id, sa in episode.agent_episodes.items():
         rows = len(sa)  # RLlib's bootstrap row added: observations 0 .. last
         infos = sa.get_infos(slice(0, rows))
         given = groups.get(agent_id) if groups is not None else (infos[0] or {}).get(GROUP_ID, 0)
         group = given if given not in (None, 0) else ("alone", agent_id)
-        bonus = np.zeros(rows, np.float32)
-        if from_infos:  # the reward of step k arrives with observation k + 1
-            bonus[:-1] = [float((i or {}).get(GROUP_REWARD, 0.0)) for i in infos[1:]]
+        shared = np.zeros(rows, np.float32)  # the reward of step k arrives with observation k + 1
+        shared[:-1] = [float((i or {}).get(GROUP_REWARD, 0.0)) for i in infos[1:]]
+        rewards = np.asarray(sa.get_rewards(slice(0, rows)), np.float32)
+        own = rewards if from_infos else rewards - shared  # a Unity game's rewards hold the group's
         member = Member(
             agent_id=agent_id,
             module_id=str(sa.module_id),
@@ -113,8 +118,9 @@ def members_of(
             obs=sa.get_observations(slice(0, rows)),
             actions=sa.get_actions(slice(0, rows - 1)),
             left=bool(sa.is_terminated),
+            own=own,
         )
-        out.append((member, bonus))
+        out.append((member, shared if from_infos else np.zeros(rows, np.float32)))
     return out
 
 
@@ -229,6 +235,8 @@ class GroupAdvantages(GeneralAdvantageEstimation):
     ) -> dict[str, Any]:
         critic = rl_module[critic_module_id(member.module_id)]
         columns = view_columns(view, critic.actions, critic.action_space, member)
+        for slot, other in enumerate(view.others):  # ML-Agents' POCA: the groupmates' own rewards too
+            bonus = bonus + np.where(view.acted[:, slot], other.own[view.index[:, slot]], 0.0)
         terminated = np.zeros(len(member.steps), np.float32)
         truncated = np.zeros(len(member.steps), np.float32)
         if len(member.steps) < 2:  # no step of its own in this chunk: its one row is a bootstrap row
