@@ -225,10 +225,10 @@ def main() -> None:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         if args.part in ("credit", "both"):
-            append_results(credit(args.seeds, args.target, args.cap, Path(tmp)))
+            append_results(credit(args.seeds, args.target, args.cap, Path(tmp) / "credit"))
         if args.part in ("mlagents", "both"):
             learn = mlagents_venv(args.mlagents_venv)
-            append_results(versus_mlagents(args.seeds, args.target, args.cap, Path(tmp), learn))
+            append_results(versus_mlagents(args.seeds, args.target, args.cap, Path(tmp) / "mlagents", learn))
 
 
 if __name__ == "__main__":

@@ -60,6 +60,7 @@ FROZEN_IMPORTS = "frozen-imports"
 EPISODES_CONVERTED_ONCE = "episodes-converted-once"
 PARALLEL_ENVS = "parallel-envs"
 POCA = "poca"
+ONE_FILE_PER_WRITE = "one-file-per-write"
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,15 @@ TABLE: dict[str, Substitution] = {
             " start-up check times a costly step",
             "envsdk/training/substitutes/sampling/parallel_envs.py, envsdk/training/build/stages.py",
             "a costly env's copies step on every core (benchmarks/expensive_env.py)",
+        ),
+        Substitution(
+            ONE_FILE_PER_WRITE,
+            "default",
+            "output_write_method_kwargs' default ({}: Ray Data writes a Parquet file per row RLlib's"
+            " recorder hands it) where output: records with write_parquet",
+            "envsdk/training/substitutes/sampling/recording.py (prepare)",
+            "a sample's transitions in one file, not one per row, for the readers that take them back"
+            " (tests/training/substitutes/test_recording.py counts the files)",
         ),
         Substitution(
             POCA,

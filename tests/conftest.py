@@ -24,6 +24,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # The test cluster lives on loopback only; token auth would need a shared token
 # file between the head and every train.py subprocess, which tests do not test.
 os.environ["RAY_AUTH_MODE"] = "disabled"
+# Ray Data lists Parquet input (an offline run's data: BC, MARWIL, a recording read back) through a pool
+# of FooterReader actors, 32 by default whatever the number of files: on 2 cores, starting those Python
+# workers was most of an offline run that reads many files (BC on a 200-file recording: 50 s, 13 s with one).
+# One actor reads the footers the same way; the head's and each local Ray's workers inherit this.
+os.environ.setdefault("RAY_DATA_PARQUET_FOOTER_NUM_ACTORS", "1")
 # torch's lazy import of torch._dynamo (from an optimizer, in tests that build a policy in this
 # process) can find torch.ops.prims half-registered once other torch modules are in; import it first.
 import importlib

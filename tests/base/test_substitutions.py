@@ -60,6 +60,7 @@ TESTED_BY = {
         "test_converting_an_ended_episode_again_changes_nothing",
     ),
     "parallel-envs": ("test_parallel_envs.py", "test_the_async_envs_give_rllibs_episodes"),
+    "one-file-per-write": ("test_recording.py", "test_output_then_input_trains_bc"),
     "poca": ("test_poca.py", "test_the_stock_refusal_is_a_clear_exit_before_ray_starts"),
 }
 
@@ -143,8 +144,8 @@ def build(monkeypatch, stock, yaml_stock=None, config="pendulum-sac"):  # type: 
 # the PPO, DQN and IMPALA learners (cartpole-ppo and cartpole-dqn carry the first two,
 # test_summed_signals.py's APPO config the third), the agent-step clock
 # (count_steps_by: agent_steps only; test_agent_metrics.py turns it off) and parallel envs (a
-# costly env's only: test_parallel_envs.py turns it off) and poca (run: POCA only; test_poca.py: stock
-# mode refuses it).
+# costly env's only: test_parallel_envs.py turns it off), poca (run: POCA only; test_poca.py: stock
+# mode refuses it) and one-file-per-write (output: only; test_recording.py counts the files).
 IN_CONFIG = [
     name
     for name in substitutions.TABLE
@@ -157,6 +158,7 @@ IN_CONFIG = [
         "agent-step-clock",
         "parallel-envs",
         "poca",
+        "one-file-per-write",
     )
 ]
 

@@ -35,7 +35,8 @@ ALGORITHMS = {"ppo": "PPO", "sac": "SAC", "poca": "POCA"}
 # What every key becomes, for the docs' table (docs/mlagents-learn.md) and --dry-run.
 RULES: dict[str, str] = {
     "behaviors.NAME": "one policy per behavior, for all its teams (env_config.policy_mapping), env: unity",
-    "trainer_type": "run: PPO, SAC or POCA (envsdk's MA-POCA: a group critic per behavior)",
+    "trainer_type": "run: PPO, SAC or POCA (envsdk's MA-POCA: a group critic per behavior); PPO and POCA:"
+    " use_kl_loss: false (mlagents-learn's losses have no KL penalty)",
     "hyperparameters.batch_size": "minibatch_size (PPO, agent steps); train_batch_size (SAC)",
     "hyperparameters.buffer_size": "train_batch_size (PPO, agent steps); replay_buffer_config.capacity (SAC)",
     "hyperparameters.learning_rate": "lr (SAC: actor_lr, critic_lr and alpha_lr)",
@@ -360,6 +361,8 @@ def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
         t.overrides(overrides, "hyperparameters (a behavior's own)")
     t.put("lambda_", h["lambd"], "hyperparameters.lambd", (h, "lambd"))
     t.put("time_horizon", settings["time_horizon"], "time_horizon", (settings, "time_horizon"))
+    # mlagents-learn's PPO and POCA losses have no KL penalty; RLlib's PPO adds one by default
+    t.put("use_kl_loss", False, "trainer_type")
 
 
 def _sac(t: Translation, settings: LineDict) -> None:

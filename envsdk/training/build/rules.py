@@ -233,7 +233,7 @@ def take_clip_schedule(values: LineDict, run: str, default_config: AlgorithmConf
     if not isinstance(schedule, list | tuple):
         return
     where = values.where("clip_param")
-    if default_config.learner_class is not RLlibPPOTorchLearner or "learner_class" in values:
+    if not issubclass(default_config.learner_class, RLlibPPOTorchLearner) or "learner_class" in values:
         raise UserError(
             f"{where}: clip_param is a schedule, which only envsdk's PPO learner reads"
             f" ({run} keeps it constant)",

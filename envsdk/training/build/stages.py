@@ -441,7 +441,7 @@ def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks) -> 
     which a notice names.
     Returns what the env runners use: "batched", or "rllib (why)"; ``output:`` records on either
     (:mod:`envsdk.training.substitutes.sampling.recording`)."""
-    recording.prepare(config)
+    recording.prepare(config, one_file=own.stock.on(substitutions.ONE_FILE_PER_WRITE))
     if not own.stock.on(substitutions.BATCHED_SAMPLER):
         return f"rllib (stock: {substitutions.BATCHED_SAMPLER} off)"
     if own.sampler == "rllib" or networks.model.old_stack:

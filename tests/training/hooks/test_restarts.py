@@ -41,11 +41,14 @@ def experiment(tmp_path: Path, env_config: str, runners: int, iterations: int) -
 
 
 @pytest.mark.slow
-def test_a_crashing_runner_is_restarted_by_default_and_the_run_trains_on(tmp_path: Path) -> None:
+def test_a_crashing_runner_is_restarted_by_default_and_the_run_trains_on(
+    tmp_path: Path, ray_address: str
+) -> None:
     """Runner 1 crashes every ~50 steps, runner 2 never: runner 1 is restarted (counted on the
-    progress line) and both iterations train."""
+    progress line) and both iterations train (on the session's Ray: no Ray start of its own)."""
     config = experiment(tmp_path, "{p_crash: 0.02, crash_on_worker_indices: [1]}", runners=2, iterations=2)
-    out = run_train(["-f", str(config), "--storage-path", str(tmp_path / "runs")], timeout=240)
+    args = ["-f", str(config), "--storage-path", str(tmp_path / "runs"), "--ray-address", ray_address]
+    out = run_train(args, timeout=240)
     said = out.stdout + out.stderr
     assert out.returncode == 0, said[-3000:]
     assert re.search(r"^done: crash: return [\d.]+ after [4-9]\d\d env steps", out.stdout, re.M), said[-3000:]
@@ -55,13 +58,16 @@ def test_a_crashing_runner_is_restarted_by_default_and_the_run_trains_on(tmp_pat
 
 
 @pytest.mark.slow
-def test_an_env_that_always_fails_ends_within_one_iteration_with_its_line(tmp_path: Path) -> None:
+def test_an_env_that_always_fails_ends_within_one_iteration_with_its_line(
+    tmp_path: Path, ray_address: str
+) -> None:
     """Every reset of runner 1's env raises: restarting it would go on for ever; the first empty
-    iteration ends the run with the env's error, exit 1."""
+    iteration ends the run with the env's error, exit 1 (on the session's Ray)."""
     config = experiment(
         tmp_path, "{p_crash_reset: 1.0, crash_on_worker_indices: [1]}", runners=1, iterations=5
     )
-    out = run_train(["-f", str(config), "--storage-path", str(tmp_path / "runs")], timeout=240)
+    args = ["-f", str(config), "--storage-path", str(tmp_path / "runs"), "--ray-address", ray_address]
+    out = run_train(args, timeout=240)
     failed = [line for line in out.stdout.splitlines() if "trial failed:" in line]
     assert out.returncode == 1, (out.stdout + out.stderr)[-3000:]
     assert failed and "EnvRunnersFailed: 1 iteration(s) in a row sampled no env steps" in failed[0], failed

@@ -206,7 +206,11 @@ def test_an_in_process_trial_computes_on_the_threads_a_tune_trial_would_get(tmp_
         "import torch\n\ndef record(algorithm, **kwargs):\n"
         "    with open('threads.txt', 'a') as fh:\n        fh.write(f'{torch.get_num_threads()}\\n')\n"
     )
+    # No env runner of its own (RLlib's default is 2, which would start a local Ray and two actors for
+    # nothing this test reads): the algorithm's process asks for the same CPUs either way
+    # (its first bundle: num_cpus_for_main_process, and the local learner's).
     config = {
+        "num_env_runners": 0,
         "train_batch_size": 64,
         "minibatch_size": 64,
         "num_epochs": 1,

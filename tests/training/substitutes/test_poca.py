@@ -19,6 +19,7 @@ import pytest
 import torch
 import tree
 import yaml
+from ray.rllib.algorithms.ppo import PPOConfig
 from ray.rllib.connectors.learner import AddOneTsToEpisodesAndTruncate
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
@@ -36,6 +37,7 @@ from envsdk.training.substitutes.poca.groups import (
     group_view,
     members_of,
 )
+from envsdk.training.substitutes.poca.learner import POCATorchLearner
 from tests.helpers import ROOT, built_config, progress_rows, rollout_here, run_train, trial_dirs
 
 OBS = gym.spaces.Box(-1.0, 3.0, (2,), np.float32)
@@ -43,8 +45,9 @@ ACT = gym.spaces.Discrete(3)
 WAIT, PRESS, PUSH = 0, 1, 2
 
 
-def _obs(value: float) -> np.ndarray:
-    return np.array([value, -value], np.float32)
+def _obs(step: float, agent: str = "a") -> np.ndarray:
+    """An observation that says the env step and the agent."""
+    return np.array([step, "abc".index(agent)], np.float32)
 
 
 def relay_episode(
@@ -56,9 +59,11 @@ def relay_episode(
     game's are."""
     ids = group_ids or {k: 1 for k in "abc"}
     ep = MultiAgentEpisode(observation_space={k: OBS for k in "abc"}, action_space={k: ACT for k in "abc"})
-    ep.add_env_reset(observations={k: _obs(0) for k in "abc"}, infos={k: {"group_id": ids[k]} for k in "abc"})
+    ep.add_env_reset(
+        observations={k: _obs(0, k) for k in "abc"}, infos={k: {"group_id": ids[k]} for k in "abc"}
+    )
     ep.add_env_step(
-        observations={k: _obs(1) for k in "abc"},
+        observations={k: _obs(1, k) for k in "abc"},
         actions={"a": WAIT, "b": WAIT, "c": PRESS},
         rewards={"a": 0.0, "b": 0.0, "c": pressed},
         infos={k: {"group_id": ids[k]} for k in "abc"},
@@ -67,7 +72,7 @@ def relay_episode(
     )
     reward = 1.0 if escape else 0.0
     ep.add_env_step(
-        observations={k: _obs(2) for k in "ab"},
+        observations={k: _obs(2, k) for k in "ab"},
         actions={"a": PUSH, "b": PUSH},
         rewards={"a": reward if unity else 0.0, "b": reward if unity else 0.0},
         infos={k: {"group_id": ids[k], "group_reward": reward} for k in "ab"},
@@ -175,7 +180,7 @@ def _targets(escape: bool, pressed: float = 0.0, unity: bool = False) -> dict[st
         critic.value.weight.zero_()
         critic.value.bias.fill_(0.5)
     ep = relay_episode(escape=escape, pressed=pressed, unity=unity)
-    order = list(ep.agent_episodes)
+    order = [sa.agent_id for sa in GroupAdvantages.single_agent_episode_iterator([ep], False)]  # RLlib's
     lens = {k: len(ep.agent_episodes[k]) for k in order}
     obs = np.concatenate([ep.agent_episodes[k].get_observations(slice(0, lens[k])) for k in order])
     rewards = np.concatenate(
@@ -242,6 +247,7 @@ def _relay_experiment(tmp_path: Path, **config: Any) -> Path:
         ({"stock": True}, "run: POCA is envsdk's (RLlib has no MA-POCA)"),
         ({"reward_signals": {"curiosity": {}}}, "reward_signals curiosity with run: POCA"),
         ({"model_config": {"use_lstm": True}}, "run: POCA with a recurrent policy"),
+        ({"reward_signals": {"extrinsic": {"strength": 0.5}}}, "the env's reward at another strength"),
     ],
 )
 def test_what_poca_does_not_train_with_is_refused_before_anything_starts(tmp_path, config, said):
@@ -249,6 +255,14 @@ def test_what_poca_does_not_train_with_is_refused_before_anything_starts(tmp_pat
     with pytest.raises(UserError) as caught:
         build_config(exp)
     assert said in caught.value.problem
+
+
+def test_mlagents_learns_default_clip_schedule_builds_for_the_policy_and_its_critic(tmp_path):
+    """mlagents-learn's epsilon_schedule (linear, its default) becomes a clip_param schedule: POCA's
+    learner reads it for the policy's clip and the critic's trust region alike."""
+    (exp,) = load_experiments(_relay_experiment(tmp_path, clip_param=[[0, 0.2], [1000, 0.1]]))
+    built = build_config(exp)
+    assert built.config.learner_config_dict["clip_param_schedule"] == [[0, 0.2], [1000, 0.1]]
 
 
 def test_poca_on_a_single_agent_env_is_refused_naming_ppo(tmp_path):
@@ -357,3 +371,77 @@ def test_the_critic_reads_any_observation_the_default_models_read(kind):
         mixed = tree.map_structure(lambda a, b: torch.stack([a[:, 0], b[:, 1]], dim=1), others, other_others)
         assert torch.allclose(values, critic.values(obs, mixed, absent), atol=1e-5)
         assert not torch.allclose(values, critic.values(obs, other_others, absent), atol=1e-5)
+
+
+def test_rows_follow_rllibs_order_of_agents_whatever_the_episodes_dict_holds():
+    """RLlib lays a multi-agent episode's rows out in its agent_ids' order (a set); each row's
+    groupmates are the others, never itself, whatever order the agents were first seen in."""
+    ep = relay_episode()
+    critic = _critic()
+    order = list(GroupAdvantages.single_agent_episode_iterator([ep], agents_that_stepped_only=False))
+    lens = {sa.agent_id: len(sa) for sa in order}
+    obs = np.concatenate([sa.get_observations(slice(0, lens[sa.agent_id])) for sa in order])
+    rewards = np.concatenate(
+        [np.array(sa.get_rewards(slice(0, lens[sa.agent_id])), np.float32) for sa in order]
+    )
+    batch = {"p": {Columns.OBS: obs, Columns.REWARDS: rewards}}
+    for sa in order:
+        sa.module_id = "p"
+    piece = GroupAdvantages(gamma=0.9, lambda_=0.95, groups=None, group_reward_from_infos=True)
+    out = piece(rl_module=Modules({"p": None, critic_module_id("p"): critic}), episodes=[ep], batch=batch)
+    rows = out[critic_module_id("p")]
+    own = np.asarray(rows[Columns.OBS])
+    seen = np.asarray(rows[OTHERS])
+    absent = np.asarray(rows[ABSENT]).astype(bool)
+    starts = np.cumsum([0] + [lens[sa.agent_id] for sa in order])
+    for i, sa in enumerate(order):
+        mine = slice(starts[i], starts[i + 1])
+        me = "abc".index(sa.agent_id)
+        assert (own[mine, 1] == me).all() and (own[mine, 0] == np.arange(lens[sa.agent_id])).all()
+        assert (seen[mine, :, 1] != me).all()  # never itself among its groupmates
+        present = ~absent[mine]
+        assert (seen[mine, :, 0][present] <= np.repeat(own[mine, 0], 2).reshape(-1, 2)[present]).all()
+        assert present[0].sum() == 2  # at the first step both others are there
+
+
+@pytest.mark.parametrize("lookback", [1, 2])
+def test_an_agent_first_seen_after_a_chunk_cut_is_placed_at_its_own_env_steps(lookback):
+    """RLlib pads a newcomer's env-step mapping by the episode's whole env_t, not the chunk's: b joins
+    at env step 5 of an episode cut at step 3; each row sees the other at its own step, never later."""
+    ep = MultiAgentEpisode(observation_space={k: OBS for k in "ab"}, action_space={k: ACT for k in "ab"})
+    ep.add_env_reset(observations={"a": _obs(0, "a")})
+    for t in range(1, 9):
+        obs = {"a": _obs(t, "a"), **({"b": _obs(t, "b")} if t >= 5 else {})}
+        ep.add_env_step(
+            observations=obs,
+            actions={k: WAIT for k in obs if k == "a" or t > 5},
+            rewards={k: 0.0 for k in obs},
+        )
+        if t == 3:
+            ep = ep.cut(len_lookback_buffer=lookback)
+    ep.to_numpy()
+    AddOneTsToEpisodesAndTruncate()(rl_module=None, batch={}, episodes=[ep], shared_data={})
+    members = [m for m, _ in members_of(ep, {"a": 1, "b": 1}, from_infos=False)]
+    start = ep.env_t_started
+    for member in members:
+        assert member.steps.tolist() == (np.asarray(member.obs)[:, 0] - start).astype(int).tolist()
+        view = group_view(member, members)
+        (other,) = view.others
+        at = np.asarray(other.obs)[view.index[:, 0], 0] - start
+        present = view.present[:, 0]
+        assert (at[present] <= member.steps[present]).all()  # nothing from the future
+        assert (present == (member.steps >= 5 - start)).all() if member.agent_id == "a" else present.all()
+
+
+def test_a_critic_learns_where_its_policy_does():
+    """policies_to_train names policies (self-play always gives the list): each critic follows its own."""
+
+    class Deciding(POCATorchLearner):
+        def __init__(self) -> None:  # only the config, which RLlib's decision reads
+            self.config = PPOConfig().multi_agent(
+                policies={"P", "Q"}, policy_mapping_fn=lambda a, *_, **__: "P", policies_to_train=["P"]
+            )
+
+    learner = Deciding()
+    assert learner.should_module_be_updated(critic_module_id("P"))
+    assert not learner.should_module_be_updated(critic_module_id("Q"))

@@ -45,22 +45,33 @@ def recording(tmp_path: Path, out: Path, extra: str) -> Path:
     ids=["batched-transitions", "stock-episodes"],
 )
 def test_output_then_input_trains_bc(
-    stock: str, extra: str, sampler: str, kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stock: str,
+    extra: str,
+    sampler: str,
+    kind: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    ray_address: str,
 ) -> None:
     """What PPO records (transitions on our sampler, RLlib's default whole episodes on RLlib's in
-    stock mode) is there at the end, in RLlib's layout, and BC trains an iteration from it.  BC runs
+    stock mode) is there at the end, in RLlib's layout (a write's rows in one file, RLlib's a file
+    per row in stock mode), and BC trains an iteration from it.  BC runs
     in this process's trial either way: in stock mode (a Tune trial) RLlib's offline data pipeline
-    waits for a CPU for ever on 2 cores, whatever the data: a limit of stock mode, not of output:."""
+    waits for a CPU for ever on 2 cores, whatever the data: a limit of stock mode, not of output:.
+    Both runs join the session's Ray (Ray Data writes and reads there), as other training tests do."""
     monkeypatch.setenv("ENVSDK_STOCK", stock)
     out = tmp_path / "out"
     runs = str(tmp_path / "runs")
-    recorded = run_train(["-f", str(recording(tmp_path, out, extra)), "--storage-path", runs], timeout=240)
+    joined = ["--storage-path", runs, "--ray-address", ray_address]
+    recorded = run_train(["-f", str(recording(tmp_path, out, extra)), *joined], timeout=240)
     said = recorded.stdout + recorded.stderr
     assert recorded.returncode == 0, said[-3000:]
     assert f"output: the sampled {kind}" in said, said[-3000:]
     assert ("sampler: RLlib's env runner loop" in said) == (sampler == "rllib" and stock == "0"), said
     files = list(out.glob("cartpoleenv/run-000000-*/*.parquet"))
     assert files, sorted(out.rglob("*"))
+    # one-file-per-write: a sample's rows in one file (RLlib's: a file per row, here per episode)
+    assert (len(files) <= 2) == (stock == "0"), sorted(f.name for f in files)
 
     bc = write(
         tmp_path / "bc.yaml",
@@ -78,7 +89,7 @@ def test_output_then_input_trains_bc(
 """,
     )
     monkeypatch.delenv("ENVSDK_STOCK")
-    cloned = run_train(["-f", str(bc), "--storage-path", runs], timeout=240)
+    cloned = run_train(["-f", str(bc), *joined], timeout=240)
     said = cloned.stdout + cloned.stderr
     assert cloned.returncode == 0, said[-3000:]
     assert ("input_read_episodes: true" in said) == (kind == "episodes"), said[-3000:]
@@ -107,11 +118,14 @@ def test_multi_agent_output_is_refused_before_start(tmp_path: Path, monkeypatch:
 
 
 @pytest.mark.slow
-def test_a_run_that_wrote_none_of_its_promised_output_has_failed(tmp_path: Path) -> None:
+def test_a_run_that_wrote_none_of_its_promised_output_has_failed(tmp_path: Path, ray_address: str) -> None:
     """RLlib's recorder holds rows back until output_max_rows_per_file (and logs a failed write and
     goes on): a run that ends with nothing in its output folder says so and exits 1."""
     out = tmp_path / "out"
     extra = "    batch_mode: complete_episodes\n    output_max_rows_per_file: 100000\n"
-    ran = run_train(["-f", str(recording(tmp_path, out, extra)), "--storage-path", str(tmp_path / "runs")])
+    config = recording(tmp_path, out, extra)
+    ran = run_train(
+        ["-f", str(config), "--storage-path", str(tmp_path / "runs"), "--ray-address", ray_address]
+    )
     assert ran.returncode == 1, (ran.stdout + ran.stderr)[-3000:]
     assert f"output: {out} holds no experience written by this run" in ran.stdout, ran.stdout[-2000:]

@@ -289,7 +289,7 @@ def test_what_one_value_cannot_take_is_refused(tmp_path: Path, run: str, config:
 def test_an_algorithm_whose_learner_takes_no_signals_is_refused_naming_those_that_do(run: str) -> None:
     from ray.rllib.algorithms.registry import ALGORITHMS
 
-    from envsdk.training.build.reward_signals import check_run
+    from envsdk.training.build.modules.reward_signals import check_run
 
     default = ALGORITHMS[run]()[0].get_default_config()
     with pytest.raises(UserError) as caught:

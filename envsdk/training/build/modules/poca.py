@@ -16,7 +16,13 @@ from envsdk.config.own_keys.reward_signals import KEY as SIGNALS
 from envsdk.config.own_keys.reward_signals import SignalPlan, parse
 from envsdk.envs.checker import EnvInfo
 from envsdk.errors import UserError
-from envsdk.networks.poca import HIDDEN_UNITS, NUM_LAYERS, GroupCriticModule, critic_module_id
+from envsdk.networks.poca import (
+    HIDDEN_UNITS,
+    NUM_LAYERS,
+    GroupCriticModule,
+    critic_module_id,
+    policy_of_critic,
+)
 from envsdk.training.build.modules.reward_signals import policy_spaces, recurrent
 from envsdk.training.hooks.self_play import opponent_of
 from envsdk.training.substitutes.poca.algorithm import POCAConfig
@@ -47,6 +53,20 @@ def check_run(stock: substitutions.Stock, signals: SignalPlan, cloning: dict[str
             f"{where}: {SIGNALS} {', '.join(intrinsic)} with run: POCA are not built in this version"
             " (the group critic has one value: the env's reward)",
             f"drop {', '.join(intrinsic)} from {SIGNALS}, or use run: PPO",
+        )
+    policies = sorted(set(signals.own or {}) | set(signals.gammas or {}))
+    other = [
+        p or "the run"
+        for p, plan in [(None, plans[-1] if signals.run is not None else None)]
+        + [(p, signals.of(p)) for p in policies]
+        if plan is not None
+        and not plan.only_extrinsic_at_one(signals.gamma_of(p) if p else signals.run_gamma)
+    ]
+    if other:
+        raise UserError(
+            f"{where}: {SIGNALS} with run: POCA: the env's reward at another strength or gamma than the"
+            f" policy's ({', '.join(other)}) is not built in this version (the group critic has one value)",
+            f"drop {SIGNALS} (the policy's gamma discounts the group's returns), or use run: PPO",
         )
     if any(cloning.values()):
         raise UserError(
@@ -89,6 +109,14 @@ def add_group_critics(config: AlgorithmConfig, info: EnvInfo, env: Any, where: s
             model_config={HIDDEN_UNITS: int(hidden[-1]), NUM_LAYERS: len(hidden)},
         )
     config.rl_module(rl_module_spec=MultiRLModuleSpec(rl_module_specs=specs))
+    # a critic learns at its policy's own learning rate and clip (mlagents-learn: a behavior's own)
+    overrides = dict(config.algorithm_config_overrides_per_module or {})
+    for critic in [m for m in specs if policy_of_critic(m) is not None]:
+        policy = str(policy_of_critic(critic))
+        if policy in overrides:
+            overrides[critic] = overrides[policy]
+    if overrides:
+        config.multi_agent(algorithm_config_overrides_per_module=overrides)
     poca: Any = config
     from_infos = poca.group_reward_from_infos
     if from_infos is None:

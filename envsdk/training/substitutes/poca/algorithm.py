@@ -29,6 +29,8 @@ class POCAConfig(PPOConfig):
         # whether infos' group_reward is added to each member's reward; None: the env says
         # (envs whose rewards already hold it set group_reward_in_rewards = True: Unity games)
         self.group_reward_from_infos: bool | None = None
+        # ML-Agents' POCA loss has no KL penalty (PPO's RLlib default has one: use_kl_loss: true)
+        self.use_kl_loss = False
 
     def get_default_learner_class(self) -> type:
         if self.framework_str != "torch":

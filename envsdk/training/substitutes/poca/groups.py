@@ -86,7 +86,12 @@ def env_steps(episode: MultiAgentEpisode, agent_id: Any, rows: int) -> np.ndarra
     rows_seen = data[stepped].astype(np.int64) - start
     kept = (rows_seen >= 0) & (rows_seen < rows)
     steps = np.full(rows, np.iinfo(np.int64).min, np.int64)
-    steps[rows_seen[kept]] = stepped[kept] - mapping.lookback
+    # Right-aligned: the mapping's last entry is the chunk's last env step (every env step appends one
+    # to every agent's mapping); an agent first seen after a cut has its front padded with as many
+    # skips as the episode's whole env_t, not the chunk's (RLlib 2.60's add_env_step), so counting
+    # from the front (the lookback) would shift it.
+    last = episode.env_t - episode.env_t_started
+    steps[rows_seen[kept]] = stepped[kept] - (len(data) - 1) + last
     if (steps == np.iinfo(np.int64).min).any():  # a mapping RLlib did not keep: an assumption broke
         raise ValueError(
             f"agent {agent_id!r}: the env steps of its observations {start}..{start + rows - 1} are not in"
@@ -222,13 +227,18 @@ class GroupAdvantages(GeneralAdvantageEstimation):
 
     def _views(self, episodes: list[Any]) -> Iterator[tuple[Member, GroupView, np.ndarray]]:
         """Every agent episode, in the order RLlib's pieces laid out the batch's rows."""
+        found: dict[tuple[Any, Any], tuple[Member, GroupView, np.ndarray]] = {}
         for episode in episodes:
             everyone = members_of(episode, self.groups, self.from_infos)
             teams: dict[tuple[Any, str], list[Member]] = {}
             for member, _ in everyone:
                 teams.setdefault((member.group, member.module_id), []).append(member)
             for member, bonus in everyone:
-                yield member, group_view(member, teams[(member.group, member.module_id)]), bonus
+                view = group_view(member, teams[(member.group, member.module_id)])
+                found[(episode.id_, member.agent_id)] = (member, view, bonus)
+        # RLlib's order, not the episode's dict's: its iterator walks each episode's agent_ids, a set
+        for sa in self.single_agent_episode_iterator(episodes, agents_that_stepped_only=False):
+            yield found[(sa.multi_agent_episode_id, sa.agent_id)]
 
     def _member_rows(
         self, rl_module: Any, member: Member, view: GroupView, bonus: np.ndarray

@@ -23,7 +23,9 @@ from ray.rllib.utils.torch_utils import explained_variance
 from ray.rllib.utils.typing import ModuleID
 
 from envsdk import internals
-from envsdk.networks.poca import GroupCriticModule, critic_module_id
+from envsdk.errors import UserError
+from envsdk.networks.poca import GroupCriticModule, critic_module_id, policy_of_critic
+from envsdk.training.hooks import agent_step_clock
 from envsdk.training.substitutes.poca.groups import (
     ABSENT,
     OLD_BASELINES,
@@ -56,6 +58,14 @@ class POCATorchLearner(PPOTorchLearner):
 
     def build(self) -> None:
         super().build()
+        for module_id in list(self.module.keys()):
+            policy = policy_of_critic(str(module_id))
+            if policy is not None and self.module[policy].is_stateful():
+                raise UserError(
+                    f"run: POCA with a policy that keeps a memory ('{policy}': its module is stateful) is not"
+                    " built in this version",
+                    "give the policy a module without memory, or use run: PPO",
+                )
         pipeline = internals.learner_connector(self)
         if pipeline is None:
             return
@@ -89,8 +99,10 @@ class POCATorchLearner(PPOTorchLearner):
         obs, others, absent = batch[Columns.OBS], batch[OTHERS], batch[ABSENT]
         values, baselines = critic.estimates(obs, others, batch[OTHERS_ACTIONS], absent)
         targets, mask = batch[Postprocessing.VALUE_TARGETS], batch.get(Columns.LOSS_MASK)
-        value_loss = trust_region_loss(values, batch[OLD_VALUES], targets, config.clip_param, mask)
-        baseline_loss = trust_region_loss(baselines, batch[OLD_BASELINES], targets, config.clip_param, mask)
+        scheduler = self._clip_scheduler(module_id, config)  # the policy's clip, and its schedule
+        epsilon = float(scheduler.get_current_value()) if scheduler is not None else config.clip_param
+        value_loss = trust_region_loss(values, batch[OLD_VALUES], targets, epsilon, mask)
+        baseline_loss = trust_region_loss(baselines, batch[OLD_BASELINES], targets, epsilon, mask)
         kept = slice(None) if mask is None else mask.bool()
         self.metrics.log_dict(
             {
@@ -104,3 +116,20 @@ class POCATorchLearner(PPOTorchLearner):
             window=1,
         )
         return 0.5 * (value_loss + 0.5 * baseline_loss)
+
+    def should_module_be_updated(self, module_id: ModuleID, multi_agent_batch: Any = None) -> bool:
+        """A group critic learns where its policy does (``policies_to_train`` names policies)."""
+        policy = policy_of_critic(str(module_id))
+        return super().should_module_be_updated(policy or module_id, multi_agent_batch)
+
+    def after_gradient_based_update(self, *, timesteps: dict[str, Any]) -> None:
+        """envsdk's PPO learner's, each critic's schedules (learning rate, clip) counted by its policy's
+        agent steps where the agent-step clock counts them."""
+        own = dict(timesteps.get(agent_step_clock.MODULE_CLOCK) or {})
+        for module_id in list(self.module.keys()):
+            policy = policy_of_critic(str(module_id))
+            if policy is not None and policy in own:
+                own[module_id] = own[policy]
+        if own:
+            timesteps = {**timesteps, agent_step_clock.MODULE_CLOCK: own}
+        super().after_gradient_based_update(timesteps=timesteps)

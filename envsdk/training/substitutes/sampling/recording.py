@@ -42,9 +42,17 @@ class RecordingEnvRunner(BatchedEnvRunner, OfflineSingleAgentEnvRunner):
         SingleAgentEnvRunner.stop(self)
 
 
-def prepare(config: Any) -> None:
+# Rows a Parquet file of one write may hold (Ray Data's ``min_rows_per_file``): more than a sample has.
+ONE_FILE = 1 << 30
+
+
+def prepare(config: Any, one_file: bool = True) -> None:
     """``output:``: refused where RLlib 2.60 would write nothing, else made absolute (Tune runs a
-    trial in its own folder) and named in a notice."""
+    trial in its own folder) and named in a notice.  ``one_file`` (substitution
+    ``one-file-per-write``): each write of the default ``write_parquet`` is one file, where the config
+    gives no ``min_rows_per_file``; RLlib's ``ray.data.from_items`` makes a block of each row, and Ray
+    Data writes a file per block (200 files for a sample of 200 transitions, each read back by a
+    reader task of its own)."""
     output = config.output
     if not output:
         return
@@ -68,6 +76,9 @@ def prepare(config: Any) -> None:
         )
     folder = Path(output).expanduser().resolve()
     config.offline_data(output=str(folder))
+    kwargs = dict(config.output_write_method_kwargs or {})
+    if one_file and config.output_write_method == "write_parquet" and "min_rows_per_file" not in kwargs:
+        config.offline_data(output_write_method_kwargs={**kwargs, "min_rows_per_file": ONE_FILE})
     what = "episodes (msgpack in Parquet)" if config.output_write_episodes else "transitions"
     notice(f"output: the sampled {what} are written under {folder} as RLlib records them")
 
