@@ -361,8 +361,10 @@ def _ppo(t: Translation, settings: LineDict, behaviors: LineDict) -> None:
         t.overrides(overrides, "hyperparameters (a behavior's own)")
     t.put("lambda_", h["lambd"], "hyperparameters.lambd", (h, "lambd"))
     t.put("time_horizon", settings["time_horizon"], "time_horizon", (settings, "time_horizon"))
-    # mlagents-learn's PPO and POCA losses have no KL penalty; RLlib's PPO adds one by default
+    # mlagents-learn's PPO and POCA losses have no KL penalty (RLlib's PPO adds one by default), and
+    # weigh the value loss 0.5 (RLlib's: 1)
     t.put("use_kl_loss", False, "trainer_type")
+    t.put("vf_loss_coeff", 0.5, "trainer_type")
 
 
 def _sac(t: Translation, settings: LineDict) -> None:
