@@ -82,6 +82,7 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/unity_vs_mlagents.py
 	$(PY) benchmarks/mlagents_configs.py
 	$(PY) benchmarks/reward_signals.py
+	$(PY) benchmarks/poca.py
 	$(PY) benchmarks/expensive_env.py
 	$(PY) benchmarks/rllib_parity.py
 	$(PY) benchmarks/speedups.py

@@ -155,13 +155,14 @@ def credit(seeds: list[int], target: float, cap: float, root: Path) -> list[str]
         for trainer in ("poca", "ppo") if seed % 2 else ("ppo", "poca"):
             runs[trainer].append(one("ours", trainer, seed, root, target, cap, None))
     lines = [
-        f"### poca (credit): DungeonEscape stand-in to {target:g} of rounds escaped, run: POCA vs per-agent"
-        f" PPO, {datetime.date.today()}",
+        f"### poca: MA-POCA on the DungeonEscape stand-in, {datetime.date.today()}",
         f"Machine: {machine()}. `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`. One"
         " mlagents-learn trainer config for both (trainer_type poca / ppo; buffer 4,096 agent steps, batch"
         " 512, 3 epochs, lr 1e-3, beta 0.01, 2x64, gamma 0.99, lambd 0.95, dungeon of 5 cells), through"
         " train.py; 4 areas of 3 agents; PPO's members each get the group reward. A run that did not"
         f" reach the target counts with the agent steps it ran (max_steps {BUDGET:,}; cap {cap:.0f} s).",
+        "",
+        f"**POCA against per-agent PPO: agent steps to {target:g} of rounds escaped**",
         "",
         "| seed | POCA: agent steps | POCA: s | PPO: agent steps | PPO: s | ratio |",
         "|---|---|---|---|---|---|",
@@ -192,11 +193,13 @@ def versus_mlagents(seeds: list[int], target: float, cap: float, root: Path, lea
                 one(side, "poca", seed, root, target, cap, learn if side == "mlagents" else None)
             )
     lines = [
-        f"### poca (mlagents): DungeonEscape stand-in to {target:g} of rounds escaped, train.py vs"
-        f" mlagents-learn 1.1.0, both trainer_type poca, {datetime.date.today()}",
+        f"### poca: MA-POCA on the DungeonEscape stand-in, {datetime.date.today()}",
         f"Machine: {machine()}. `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`. The same"
         " trainer config file on both sides; each timed from launch to its first summary (4,096 agent"
         " steps) at the target.",
+        "",
+        f"**train.py against mlagents-learn 1.1.0, both trainer_type poca: seconds to {target:g} of rounds"
+        " escaped**",
         "",
         "| seed | ours: s | ours: agent steps | mlagents-learn: s | mlagents-learn: agent steps | ratio |",
         "|---|---|---|---|---|---|",
