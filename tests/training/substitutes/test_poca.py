@@ -285,24 +285,25 @@ def test_the_stock_refusal_is_a_clear_exit_before_ray_starts(tmp_path):
 @pytest.mark.slow
 def test_a_group_trains_checkpoints_rolls_out_and_exports_its_policy(tmp_path):
     """RelayEnv gives its group reward in the infos only: read (the default), the critic's values rise
-    towards the escapes' returns; ignored (group_reward_from_infos: false), every reward is 0 and so
-    are they.  Both experiments in one train.py run."""
+    towards the escapes' returns; ignored (group_reward_from_infos: false), every reward is 0 and
+    they do not.  Both experiments in one train.py run."""
     read = yaml.safe_load(_relay_experiment(tmp_path).read_text())["relay"]
     ignored = yaml.safe_load(_relay_experiment(tmp_path, group_reward_from_infos=False).read_text())["relay"]
     (tmp_path / "both.yaml").write_text(yaml.safe_dump({"read": read, "ignored": ignored}))
     out = run_train(["-f", "both.yaml", "--local-dir", str(tmp_path / "results")], cwd=tmp_path, timeout=300)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
     critic = "learners/shared_policy@poca_critic/"
+    values = {}
     for name, trial in ((t.parent.name, t) for t in trial_dirs(tmp_path / "results")):
         rows = progress_rows(trial)
-        value = float(rows[-1][critic + "value_mean"])
+        values[name] = [float(r[critic + "value_mean"]) for r in rows]
         for term in ("value_loss", "baseline_loss", "baseline_mean", "value_explained_var"):
             assert np.isfinite(float(rows[-1][critic + term])), term
         if name == "read":
-            assert value > 0.15, [r[critic + "value_mean"] for r in rows]
             (checkpoint,) = sorted(trial.glob("checkpoint_*"))[-1:]
-        else:
-            assert abs(value) < 0.05, [r[critic + "value_mean"] for r in rows]
+    # read: the escapes' returns (about 0.9) pull the values up; ignored: only the values themselves
+    # (every reward 0), which stay about where the critic's first weights put them
+    assert values["read"][-1] > 0.5 and values["read"][-1] - values["ignored"][-1] > 0.5, values
     onnx = tmp_path / "policy.onnx"
     played = rollout_here(str(checkpoint), "--episodes", "2", "--no-out", "--export-onnx", str(onnx))
     assert played.returncode == 0, played.stderr[-3000:]
