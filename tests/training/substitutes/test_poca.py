@@ -25,6 +25,7 @@ from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 from ray.rllib.evaluation.postprocessing import Postprocessing
 
+from envsdk import substitutions
 from envsdk.config.experiment import load_experiments
 from envsdk.errors import UserError
 from envsdk.networks.poca import GroupCriticModule, critic_module_id, encode_actions
@@ -39,6 +40,10 @@ from envsdk.training.substitutes.poca.groups import (
 )
 from envsdk.training.substitutes.poca.learner import POCATorchLearner
 from tests.helpers import ROOT, built_config, progress_rows, rollout_here, run_train, trial_dirs
+
+# POCA is envsdk's (and reads mlagents-learn's clip schedule through envsdk's PPO learner): on in the
+# stock-mode run of the suite too, where a test turns it off itself
+pytestmark = pytest.mark.substitution(substitutions.POCA, substitutions.PPO_LEARNER)
 
 OBS = gym.spaces.Box(-1.0, 3.0, (2,), np.float32)
 ACT = gym.spaces.Discrete(3)
