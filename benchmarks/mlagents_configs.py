@@ -36,6 +36,7 @@ import contextlib
 import csv
 import datetime
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -89,22 +90,26 @@ def end_leftovers(tree: list[tuple[int, str]]) -> int:
     return left
 
 
-def ours_summaries(results: Path) -> Summaries:
+def ours_summaries(results: Path, column: str = AGENT_RETURN) -> Summaries:
+    """(agent steps, ``column``) of each progress.csv row of the run under ``results``."""
+
     def read() -> list[tuple[int, float]]:
         found = list(results.glob("*/progress.csv"))
         if not found:
             return []
         with found[0].open() as file:
-            rows = [r for r in csv.DictReader(file) if r.get(AGENT_RETURN) and r.get(AGENT_STEPS)]
-        return [(int(float(r[AGENT_STEPS])), float(r[AGENT_RETURN])) for r in rows]
+            rows = [r for r in csv.DictReader(file) if r.get(column) and r.get(AGENT_STEPS)]
+        return [(int(float(r[AGENT_STEPS])), float(r[column])) for r in rows]
 
     return read
 
 
-def mlagents_summaries(log: Path) -> Summaries:
+def mlagents_summaries(log: Path, pattern: re.Pattern[str] = SUMMARY) -> Summaries:
+    """(step, value) of each summary line of mlagents-learn's ``log`` that ``pattern`` matches."""
+
     def read() -> list[tuple[int, float]]:
         text = log.read_text(errors="replace") if log.exists() else ""
-        return [(int(m.group(1)), float(m.group(2))) for m in SUMMARY.finditer(text)]
+        return [(int(m.group(1)), float(m.group(2))) for m in pattern.finditer(text)]
 
     return read
 

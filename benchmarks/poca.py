@@ -31,7 +31,6 @@ summary is ``summary_freq`` agent steps on both sides.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import re
 import statistics
@@ -44,7 +43,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, append_results, machine
-from mlagents_configs import run
+from mlagents_configs import mlagents_summaries, ours_summaries, run
 from unity_vs_mlagents import mlagents_venv
 
 from unity_bridge.standin.build import write_build
@@ -52,7 +51,6 @@ from unity_bridge.standin.build import write_build
 GAME = "DungeonEscape"
 PLAYER = ["--game", "dungeonescape", "--agents", "4", "--max-steps", "50"]
 ESCAPED = "env_runners/unity/DungeonEscape/Escaped"
-AGENT_STEPS = "env_runners/num_agent_steps_sampled_lifetime"
 TARGET = 0.7
 GROUP = re.compile(r"\. Step: (\d+)\. .*?Mean Group Reward: (-?\d+(?:\.\d+)?)")
 SUMMARY_STEPS = 4096
@@ -92,26 +90,6 @@ def settings_file(folder: Path, trainer: str) -> Path:
     return path
 
 
-def ours_escapes(results: Path) -> Any:
-    def read() -> list[tuple[int, float]]:
-        found = list(results.glob("*/progress.csv"))
-        if not found:
-            return []
-        with found[0].open() as file:
-            rows = [r for r in csv.DictReader(file) if r.get(ESCAPED) and r.get(AGENT_STEPS)]
-        return [(int(float(r[AGENT_STEPS])), float(r[ESCAPED])) for r in rows]
-
-    return read
-
-
-def mlagents_escapes(log: Path) -> Any:
-    def read() -> list[tuple[int, float]]:
-        text = log.read_text(errors="replace") if log.exists() else ""
-        return [(int(m.group(1)), float(m.group(2))) for m in GROUP.finditer(text)]
-
-    return read
-
-
 def one(
     side: str, trainer: str, seed: int, root: Path, target: float, cap: float, learn: Path | None
 ) -> dict:
@@ -134,11 +112,11 @@ def one(
             f"--env={folder / 'builds' / GAME}",
             *common,
         ]
-        found = ours_escapes(folder / "results" / f"r{seed}")
+        found = ours_summaries(folder / "results" / f"r{seed}", ESCAPED)
     else:
         assert learn is not None
         command = [str(learn), str(config), f"--env={folder / 'builds' / f'{GAME}.x86_64'}", *common]
-        found = mlagents_escapes(folder / "log.txt")
+        found = mlagents_summaries(folder / "log.txt", GROUP)
     result = run(command, folder, found, target, cap)
     state = "reached" if result["solved"] else "NOT reached"
     print(
