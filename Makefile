@@ -55,7 +55,8 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow"
 
 # The fast tests on stock RLlib: every substitution of envsdk/substitutions.py off (a test of one
-# of them keeps that one on). `make test` trains every config and the RLlib-parity cases this way too.
+# of them keeps that one on). `make test` trains every config (in-process trials) and the RLlib-parity
+# cases (Tune trials) this way too.
 test-stock: $(STAMP)
 	ENVSDK_STOCK=1 $(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS)
 

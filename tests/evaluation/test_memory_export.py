@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ import torch
 import tree
 
 from tests.evaluation.test_unity_brain import BRIEF
-from tests.helpers import ROOT, trial_dirs
+from tests.helpers import ROOT, rollout_here, trial_dirs
 
 CELL = 16  # lstm_cell_size: ML-Agents' memory_size is twice it
 GAME = ["--visual", "16", "--max-steps", "30"]  # vector + camera, masked discrete actions
@@ -46,10 +45,7 @@ def recurrent(tmp_path_factory, ray_address) -> Path:
 
 
 def _rollout(trial: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "rollout.py", str(trial), "--no-out", "--episodes", "1", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    return rollout_here(str(trial), "--no-out", "--episodes", "1", *args)
 
 
 def _module(trial: Path):

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.helpers import ROOT, export_and_check_brains, trial_dirs
+from tests.helpers import export_and_check_brains, rollout_here, trial_dirs
 
 BRIEF = ["--stop-iters", "1", "--config.train_batch_size=200", "--config.minibatch_size=100"]
 
@@ -108,10 +108,7 @@ def test_dodgeball_plugin_brains_play_both_teams(train, tmp_path):
 def test_refused_without_a_game(train, tmp_path):
     """A checkpoint whose env is not a Unity game (brains with memory: test_memory_export.py)."""
     cartpole = _trained(train, "-f", "configs/cartpole-ppo.yaml")
-    out = subprocess.run(
-        [sys.executable, "rollout.py", cartpole, "--export-unity", str(tmp_path / "brains")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    out = rollout_here(cartpole, "--export-unity", str(tmp_path / "brains"))
     assert out.returncode == 2 and "is not a Unity game" in out.stderr and "Traceback" not in out.stderr, (
         out.stderr
     )

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envsdk import internals
+from envsdk import internals, substitutions
+from envsdk.substitutions import IN_PROCESS_TRIAL
 from tests.helpers import ROOT, progress_rows, run_train, trial_dirs
 
 OFFLINE = {"cartpole-bc.yaml"}  # trains from a rollout.py recording: tests/config/test_offline.py
@@ -35,7 +36,8 @@ TOGETHER = [name for name in CONFIGS if name not in ALONE and name not in QUICK]
 # under the env's integer agent ids, which MetricsLogger.get_state cannot join into a key.
 # envsdk's transition replay (a substitution) is what trains them.
 STOCK_CANNOT = {"multi-agent-pendulum-sac.yaml"}
-# Every config that needs no game, with every substitution off (ENVSDK_STOCK=1): stock RLlib underneath.
+# Every config that needs no game, with every substitution off but the in-process trial (the fixture
+# `stock`): stock RLlib underneath.
 STOCK = [n for n in CONFIGS if not n.startswith("unity-") and n not in STOCK_CANNOT and n not in QUICK]
 # critic_loss: squared and advantage_normalization: minibatch are computed by envsdk's learners only
 # (stock refuses them, naming the key); these configs train in a train.py each.
@@ -91,11 +93,14 @@ def with_flags(name: str, folder: Path, flags: list[str]) -> Path:
 
 @pytest.fixture(scope="module")
 def stock(ray_address, tmp_path_factory) -> tuple[str, Path]:
-    """Every config of STOCK trained for 1 iteration with ENVSDK_STOCK=1, and the heavy ones (QUICK)
-    with their smaller batches; returns (stdout, results).
+    """Every config of STOCK trained for 1 iteration on stock RLlib, and the heavy ones (QUICK) with
+    their smaller batches; returns (stdout, results).
 
     All in one train.py, the configs that take flags of their own (QUICK, STOCK_FLAGS) as copies with
-    those flags' values in their config (with_flags)."""
+    those flags' values in their config (with_flags). Every substitution is off (ENVSDK_STOCK lists
+    them) but the in-process trial: it changes no config and no class of the algorithm, only who calls
+    ``train()`` (train.py, not a Tune actor), and a Tune actor per config was half of this suite's
+    stock pass. Stock trials in Tune actors are trained by test_rllib_parity.py's ``-stock`` runs."""
     folder = tmp_path_factory.mktemp("stock")
     results = folder / "results"
     files = [a for name in STOCK if name not in STOCK_FLAGS for a in ("-f", f"configs/{name}")]
@@ -105,7 +110,7 @@ def stock(ray_address, tmp_path_factory) -> tuple[str, Path]:
         for a in ("-f", str(with_flags(name, folder, [*QUICK.get(name, []), *STOCK_FLAGS.get(name, [])])))
     ]
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("ENVSDK_STOCK", "1")
+        env.setenv("ENVSDK_STOCK", ",".join(name for name in substitutions.TABLE if name != IN_PROCESS_TRIAL))
         out = run_train(
             [*files, "--stop-iters", "1", "--ray-address", ray_address, "--local-dir", str(results)],
             timeout=570,  # under pytest-timeout's 600 s
@@ -117,7 +122,7 @@ def stock(ray_address, tmp_path_factory) -> tuple[str, Path]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", [*STOCK, *QUICK])
 def test_config_trains_on_stock_rllib(stock, name):
-    """ENVSDK_STOCK=1: the config trains with none of envsdk's substitutions in its config."""
+    """Stock RLlib (ENVSDK_STOCK): the config trains with none of envsdk's substitutions in its config."""
     stdout, results = stock
     for experiment in experiment_names(name):
         assert f"done: {experiment}:" in stdout, experiment

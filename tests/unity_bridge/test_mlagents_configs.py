@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, rollout_here
 
 CONFIGS = ROOT / "tests" / "data" / "mlagents_configs"
 pytestmark = pytest.mark.slow
@@ -55,10 +55,8 @@ def train(
 
 
 def rollout(checkpoint: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "rollout.py", str(checkpoint), "--no-out", *extra],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    """rollout.py's code in this process: a process of its own paid Python's and RLlib's start again."""
+    return rollout_here(checkpoint, "--no-out", *extra)
 
 
 def rows(out: Path) -> list[dict[str, str]]:

@@ -12,7 +12,15 @@ import time
 
 import pytest
 
-from tests.helpers import ROOT, export_and_check_brains, needs_xvfb, player_pids, progress_rows, trial_dirs
+from tests.helpers import (
+    ROOT,
+    export_and_check_brains,
+    needs_xvfb,
+    player_pids,
+    progress_rows,
+    rollout_here,
+    trial_dirs,
+)
 
 
 def _no_players_left(before: set[int]) -> None:
@@ -35,19 +43,13 @@ def test_chase_reaches_its_stated_return_and_rolls_out(train, tmp_path):
     assert float(last["env_runners/unity/player_threads"]) >= 1
     assert float(last["env_runners/unity/player_rss_mb"]) > 1
     _no_players_left(before)
-    roll = subprocess.run(
-        [sys.executable, "rollout.py", str(trial), "--episodes", "3", "--no-out"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    roll = rollout_here(str(trial), "--episodes", "3", "--no-out")
     assert roll.returncode == 0, roll.stderr[-2000:]
     assert roll.stdout.count("episode ") == 3
     _no_players_left(before)
     # The round trip: the exported brain plays the game with no trainer, as in a Unity build.
     export_and_check_brains(trial, tmp_path)
-    greedy = subprocess.run(
-        [sys.executable, "rollout.py", str(trial), "--episodes", "50", "--no-explore", "--no-out"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    greedy = rollout_here(str(trial), "--episodes", "50", "--no-explore", "--no-out")
     played = subprocess.run(
         [sys.executable, "-m", "unity_bridge.standin.player", "--game", "chase", "--max-steps", "30",
          "-nographics", "--brain", str(tmp_path / "brains"), "--episodes", "50"],
@@ -129,10 +131,7 @@ def test_masked_hybrid_and_camera_behaviors_learn_side_by_side(train, tmp_path):
         "masked action" not in log and "outside [-1, 1]" not in log and "trainer closed the connection" in log
     )
     _no_players_left(before)
-    roll = subprocess.run(
-        [sys.executable, "rollout.py", str(trial), "--episodes", "2", "--no-out"],
-        cwd=ROOT, capture_output=True, text=True, timeout=180,
-    )  # fmt: skip
+    roll = rollout_here(str(trial), "--episodes", "2", "--no-out")
     assert roll.returncode == 0, roll.stderr[-2000:]
     # Both kinds as Unity brains: a masked hybrid (two inputs, three action outputs) and a camera only.
     index = export_and_check_brains(trial, tmp_path)

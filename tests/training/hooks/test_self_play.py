@@ -8,7 +8,6 @@ import math
 import re
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -364,10 +363,7 @@ def test_dodgeball_snapshots_swaps_team_changes_and_a_frozen_opponent(train, tmp
     assert ledgers[-1]["swaps"] >= 2
 
     # As mlagents-learn does: one brain for the behavior, which both teams run.
-    brains = subprocess.run(
-        [sys.executable, "rollout.py", str(checkpoints[-1]), "--export-unity", str(tmp_path / "brains")],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    brains = rollout_here(str(checkpoints[-1]), "--export-unity", str(tmp_path / "brains"))
     assert brains.returncode == 0, brains.stderr[-3000:]
     doc = json.loads((tmp_path / "brains" / "brains.json").read_text())
     files = {b: (e["file"], e["policy"]) for b, e in doc["behaviors"].items()}

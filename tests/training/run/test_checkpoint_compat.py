@@ -30,7 +30,7 @@ from envsdk.evaluation import restore
 from envsdk.evaluation.restore import load
 from envsdk.training.hooks.episode_window import log_episode
 from envsdk.training.run.checkpoints import FORMAT, MANIFEST, read_manifest, write_manifest
-from tests.helpers import ROOT, run_group, run_train
+from tests.helpers import ROOT, rollout_here, run_group, run_train
 
 SETS = ROOT / "tests" / "data" / "checkpoints"
 KEPT = [  # (checkpoint, its kind's config and train.py arguments)
@@ -182,8 +182,9 @@ def test_rolls_out_exports_and_resumes(
     checkpoint = tmp_path / "checkpoint"
     shutil.copytree(kept, checkpoint)
     with_its_yaml(kept, checkpoint)
-    monkeypatch.setenv("PYTHONPATH", str(ROOT / "configs"))
-    rollout = [str(ROOT / "rollout.py"), str(checkpoint), "--episodes", "1", "--no-out"]
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "configs"))  # the resumed run's (train.py below)
+    monkeypatch.syspath_prepend(str(ROOT / "configs"))  # the rollout's, run in this process
+    rollout = [str(checkpoint), "--episodes", "1", "--no-out"]
     rollout += ["--export-onnx", str(tmp_path / "policy.onnx")]
     if kept.name.startswith("unity"):
         rollout += ["--export-unity", str(tmp_path / "brains")]
@@ -191,7 +192,7 @@ def test_rolls_out_exports_and_resumes(
             # Its config, unpickled, holds the player's path of the day: the user names where it is now.
             # Format 2 builds the config again, and finds builds/Chase as training would.
             rollout += ["--env-config", json.dumps({"file_name": str(standin_builds / "Chase")})]
-    out = run_group([sys.executable, *rollout], timeout=240)
+    out = rollout_here(*rollout)  # rollout.py's code: a process of its own paid Python's and RLlib's start
     said = out.stdout + out.stderr
     assert out.returncode == 0, said[-3000:]
     assert re.search(r"episode 1: return -?\d", said), said[-2000:]
