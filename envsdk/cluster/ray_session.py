@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,14 @@ def start_ray(
                 "the address is 'auto', but RAY_ADDRESS is not set", "give the head's host:port", SUBJECT
             )
         kwargs["address"] = address
+        silent = unanswered(os.environ["RAY_ADDRESS"] if address == "auto" else address)
+        if silent:
+            # Ray would retry its connection to the head for minutes, printing only its own warnings.
+            raise UserError(
+                f"cannot reach a Ray cluster at {address}: {silent}",
+                "start it with `ray start --head` or check the address (host:port of the head)",
+                SUBJECT,
+            )
     else:
         # A local Ray's workers inherit the raylet's environment, so the paths go there. A
         # runtime env would keep Ray from using the workers it starts ahead (each Tune trial
@@ -86,6 +95,19 @@ def start_ray(
             "start it with `ray start --head` or check the address (host:port of the head)",
             SUBJECT,
         ) from err
+
+
+def unanswered(address: str, timeout: float = 5.0) -> str | None:
+    """Why no process accepts a connection at the cluster address ``[ray://]host:port``, or None
+    (also for an address of another form: Ray then says what it makes of it)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            return None
+    except OSError as err:
+        return f"nothing answers at {host}:{port} ({err.strerror or err})"
 
 
 _started_here: list[int] = []  # our pid once start_ray has started a local Ray
