@@ -65,14 +65,6 @@ def start_ray(
                 "the address is 'auto', but RAY_ADDRESS is not set", "give the head's host:port", SUBJECT
             )
         kwargs["address"] = address
-        silent = unanswered(os.environ["RAY_ADDRESS"] if address == "auto" else address)
-        if silent:
-            # Ray would retry its connection to the head for minutes, printing only its own warnings.
-            raise UserError(
-                f"cannot reach a Ray cluster at {address}: {silent}",
-                "start it with `ray start --head` or check the address (host:port of the head)",
-                SUBJECT,
-            )
     else:
         # A local Ray's workers inherit the raylet's environment, so the paths go there. A
         # runtime env would keep Ray from using the workers it starts ahead (each Tune trial
@@ -85,16 +77,25 @@ def start_ray(
             object_store_memory=object_store_memory,
             **internals.ray_temp_dir(str(Path(temp_dir).resolve()) if temp_dir else None),
         )
+    # Ray would retry its connection to a head that is not there for minutes, printing only its own
+    # warnings: an address where nothing answers is refused first.
+    silent = address and unanswered(os.environ["RAY_ADDRESS"] if address == "auto" else address)
+    if silent:
+        raise _unreachable(address, silent)
     try:
         ray.init(**kwargs)
         if not address:
             _started_here.append(os.getpid())
     except ConnectionError as err:
-        raise UserError(
-            f"cannot reach a Ray cluster at {address}: {err}",
-            "start it with `ray start --head` or check the address (host:port of the head)",
-            SUBJECT,
-        ) from err
+        raise _unreachable(address, err) from err
+
+
+def _unreachable(address: str | None, why: object) -> UserError:
+    return UserError(
+        f"cannot reach a Ray cluster at {address}: {why}",
+        "start it with `ray start --head` or check the address (host:port of the head)",
+        SUBJECT,
+    )
 
 
 def unanswered(address: str, timeout: float = 5.0) -> str | None:

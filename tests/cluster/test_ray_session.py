@@ -6,14 +6,12 @@ GCS warnings; ``start_ray`` asks the address first."""
 from __future__ import annotations
 
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
 
 from envsdk.cluster.ray_session import unanswered
-from tests.helpers import ROOT, free_port
+from tests.helpers import free_port, run_train
 
 
 @pytest.mark.parametrize("form", ["{host}:{port}", "ray://{host}:{port}"])
@@ -38,10 +36,7 @@ def test_train_py_refuses_a_dead_address_in_seconds_with_one_line(tmp_path):
     )
     port = free_port()
     started = time.monotonic()
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "train.py"), "-f", "exp.yaml", "--ray-address", f"127.0.0.1:{port}"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    out = run_train(["-f", "exp.yaml", "--ray-address", f"127.0.0.1:{port}"], cwd=tmp_path, timeout=120)
     assert out.returncode == 2, out.stdout[-2000:] + out.stderr[-2000:]
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and f"nothing answers at 127.0.0.1:{port}" in errors[0], out.stderr[-2000:]

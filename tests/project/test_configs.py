@@ -11,7 +11,6 @@ import pytest
 import yaml
 
 from envsdk import internals, substitutions
-from envsdk.substitutions import IN_PROCESS_TRIAL
 from tests.helpers import ROOT, progress_rows, run_train, trial_dirs
 
 OFFLINE = {"cartpole-bc.yaml"}  # trains from a rollout.py recording: tests/config/test_offline.py
@@ -110,7 +109,8 @@ def stock(ray_address, tmp_path_factory) -> tuple[str, Path]:
         for a in ("-f", str(with_flags(name, folder, [*QUICK.get(name, []), *STOCK_FLAGS.get(name, [])])))
     ]
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("ENVSDK_STOCK", ",".join(name for name in substitutions.TABLE if name != IN_PROCESS_TRIAL))
+        off = [name for name in substitutions.TABLE if name != substitutions.IN_PROCESS_TRIAL]
+        env.setenv("ENVSDK_STOCK", ",".join(off))
         out = run_train(
             [*files, "--stop-iters", "1", "--ray-address", ray_address, "--local-dir", str(results)],
             timeout=570,  # under pytest-timeout's 600 s
