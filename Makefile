@@ -72,6 +72,7 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/bridge.py
 	$(PY) benchmarks/scaling.py
 	$(PY) benchmarks/multiagent.py
+	$(PY) benchmarks/games_at_once.py
 	$(PY) benchmarks/overhead.py
 	$(PY) benchmarks/sampling.py
 	$(PY) benchmarks/startup.py

@@ -110,14 +110,15 @@ SPEEDUP = "episodes-converted-once"  # the speed-up of RLlib's multi-agent sampl
 
 
 def rllib_rates(
-    game: list[str], iterations: int, seed: int, folder: Path, off: str = ""
+    game: list[str], iterations: int, seed: int, folder: Path, switches: dict[str, str]
 ) -> tuple[float, float, int]:
     """(sampled agent steps/s of sampling time, agent steps/s of iteration time, progress.csv columns)
-    of train.py with the arguments ``game``, with the speed-ups named in ``off`` turned off."""
+    of train.py with the arguments ``game``, with the environment's ``switches`` (``ENVSDK_STOCK``,
+    ``ENVSDK_NO_PATCHES``) set."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), *game, "--stop-iters", str(iterations),
          "--stop-reward", "1000", f"--config.seed={seed}", "--local-dir", str(folder / "results")],
-        cwd=ROOT, capture_output=True, text=True, timeout=1200, env={**os.environ, "ENVSDK_NO_PATCHES": off},
+        cwd=ROOT, capture_output=True, text=True, timeout=1200, env={**os.environ, **switches},
     )  # fmt: skip
     if proc.returncode != 0:
         raise SystemExit(f"train.py failed:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
@@ -160,7 +161,8 @@ def main() -> None:
                 for which in ("ours", "rllib") if i % 2 == 0 else ("rllib", "ours"):
                     folder = Path(tmp) / f"{len(rows)}-s{seed}-{which}"
                     off = SPEEDUP if which == "rllib" else ""
-                    runs[which].append(rllib_rates(game, args.iterations, seed, folder, off))
+                    switches = {"ENVSDK_NO_PATCHES": off}
+                    runs[which].append(rllib_rates(game, args.iterations, seed, folder, switches))
                     label = name.replace(" | ", ", ")
                     print(f"{label} agents, seed {seed}, {which}: {runs[which][-1][0]:.0f} sampled/s")
             ceiling = ceiling_rate()

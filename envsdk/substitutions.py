@@ -61,6 +61,7 @@ EPISODES_CONVERTED_ONCE = "episodes-converted-once"
 PARALLEL_ENVS = "parallel-envs"
 POCA = "poca"
 ONE_FILE_PER_WRITE = "one-file-per-write"
+GAMES_AT_ONCE = "games-at-once"
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,15 @@ TABLE: dict[str, Substitution] = {
             "envsdk/training/substitutes/sampling/recording.py (prepare)",
             "a sample's transitions in one file, not one per row, for the readers that take them back"
             " (tests/training/substitutes/test_recording.py counts the files)",
+        ),
+        Substitution(
+            GAMES_AT_ONCE,
+            "wrapper",
+            "the vector env's step of its sub-envs one after another (SyncVectorEnv,"
+            " SyncVectorMultiAgentEnv), for envs whose step waits on another process (a Unity player)",
+            "envsdk/training/substitutes/sampling/games_at_once.py",
+            "an env runner's games compute their frames at the same time, as mlagents-learn's --num-envs"
+            " (benchmarks/games_at_once.py)",
         ),
         Substitution(
             POCA,

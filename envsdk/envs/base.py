@@ -53,6 +53,10 @@ class RLlibHooks:
     reseed_note: ClassVar[str] = "by design"
     """Why the env cannot be reseeded, for that warning."""
 
+    steps_in_another_process: ClassVar[bool] = False
+    """Whether ``step`` mostly waits on another process (a game, a simulator server): an env runner's
+    copies then step at once, in threads (substitution ``games-at-once``); False where it computes."""
+
     stable_agent_ids: ClassVar[bool] = True
     """Whether agent ids repeat from episode to episode; False (a Unity game gives each agent a new id
     every episode) drops RLlib's per-agent-id metrics, which would grow without bound."""

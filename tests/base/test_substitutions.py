@@ -61,6 +61,10 @@ TESTED_BY = {
     ),
     "parallel-envs": ("test_parallel_envs.py", "test_the_async_envs_give_rllibs_episodes"),
     "one-file-per-write": ("test_recording.py", "test_output_then_input_trains_bc"),
+    "games-at-once": (
+        "test_games_at_once.py",
+        "test_the_games_step_at_once_and_give_the_vector_envs_own_results",
+    ),
     "poca": ("test_poca.py", "test_the_stock_refusal_is_a_clear_exit_before_ray_starts"),
 }
 
@@ -145,7 +149,8 @@ def build(monkeypatch, stock, yaml_stock=None, config="pendulum-sac"):  # type: 
 # test_summed_signals.py's APPO config the third), the agent-step clock
 # (count_steps_by: agent_steps only; test_agent_metrics.py turns it off) and parallel envs (a
 # costly env's only: test_parallel_envs.py turns it off), poca (run: POCA only; test_poca.py: stock
-# mode refuses it) and one-file-per-write (output: only; test_recording.py counts the files).
+# mode refuses it), one-file-per-write (output: only; test_recording.py counts the files) and
+# games-at-once (envs that step in another process: test_games_at_once.py runs a Unity game).
 IN_CONFIG = [
     name
     for name in substitutions.TABLE
@@ -159,6 +164,7 @@ IN_CONFIG = [
         "parallel-envs",
         "poca",
         "one-file-per-write",
+        "games-at-once",
     )
 ]
 

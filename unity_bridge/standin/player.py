@@ -10,7 +10,8 @@ Stand-in arguments (given through env_config ``additional_args``): ``--game``,
 ``--agents``, ``--actions``, ``--visual N``, ``--visual-channels``,
 ``--visual-raw``, ``--visual-layout``, ``--cameras N``, ``--grid N``, ``--no-vector``,
 ``--decision-period``, ``--max-steps``,
-``--first-decision-after``, and the fault switches ``--crash-at-start``,
+``--first-decision-after``, ``--frame-ms X`` (each frame busy for X ms of CPU, as a game's
+physics), and the fault switches ``--crash-at-start``,
 ``--crash-after N``, ``--hang-after N``, ``--api-version X``.  Like a game that trusts its action
 masks, it exits (status 5, "error: masked action ..." in its log) when an
 action it masked arrives; like a game that trusts ML-Agents' range for continuous actions (its
@@ -71,6 +72,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--decision-period", type=int, default=1)
     p.add_argument("--max-steps", type=int, default=30)
     p.add_argument("--first-decision-after", type=int, default=0)
+    p.add_argument("--frame-ms", type=float, default=0.0, help="CPU time of a frame, as a game's physics")
     p.add_argument("--crash-after", type=int, default=0)
     p.add_argument("--crash-at-start", action="store_true", help="exit with status 3 before connecting")
     p.add_argument("--hang-after", type=int, default=0)
@@ -145,6 +147,13 @@ class Camera:
         pygame.display.flip()
         rgb = pygame.surfarray.array3d(self._screen).transpose(1, 0, 2)
         return rgb.mean(axis=2, keepdims=True).astype(np.uint8) if self.channels == 1 else rgb
+
+
+def _busy(seconds: float) -> None:
+    """Spend ``seconds`` of this process's CPU time (a frame's physics), not wall time."""
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
 
 
 class Player:
@@ -330,6 +339,12 @@ class Player:
                 self._check_range(behavior, slot, actions[slot][0])
         self.game.step(actions)
         self.steps += 1
+        self._after_frame()
+
+    def _after_frame(self) -> None:
+        """A frame's cost (``--frame-ms``) and the fault switches."""
+        if self.args.frame_ms:
+            _busy(self.args.frame_ms / 1000)
         if self.args.crash_after and self.steps >= self.args.crash_after:
             self.log(f"fault switch: crashing after {self.steps} steps")
             os._exit(3)

@@ -145,6 +145,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
     env_callbacks: ClassVar[dict[str, Any]] = {"on_sample_end": log_unity_metrics}
     build_in_dry_run: ClassVar[bool] = False  # building one launches the game
     stable_agent_ids: ClassVar[bool] = False  # Unity gives every agent a new id each episode
+    steps_in_another_process: ClassVar[bool] = True  # the player computes the frame
     group_reward_in_rewards: ClassVar[bool] = True  # each member's reward holds its group's (run: POCA)
     # RLlib's action normalisation keeps per-agent-id spaces, but Unity agent ids change every
     # episode; continuous actions are brought into [-1, 1] here instead (Unity passes on whatever
@@ -451,7 +452,7 @@ class UnityGymEnv(RLlibHooks, TaskSettable, gym.Env):
     prepare_env_config = UnityEnv.prepare_env_config
     for_algorithm = UnityEnv.for_algorithm
     env_callbacks = UnityEnv.env_callbacks
-    stable_agent_ids = UnityEnv.stable_agent_ids
+    stable_agent_ids, steps_in_another_process = UnityEnv.stable_agent_ids, UnityEnv.steps_in_another_process
     build_in_dry_run = UnityEnv.build_in_dry_run
     config_defaults: ClassVar[dict[str, Any]] = {"delay_between_env_runner_restarts_s": GAME_RESTART_DELAY_S}
 

@@ -75,7 +75,7 @@ from envsdk.training.substitutes.ppo.learner import PPOTorchLearner
 from envsdk.training.substitutes.replay import training_step
 from envsdk.training.substitutes.sac.learner import SACTorchLearner
 from envsdk.training.substitutes.sac.module import lean_sac_module
-from envsdk.training.substitutes.sampling import batched_runner, parallel_envs, recording
+from envsdk.training.substitutes.sampling import batched_runner, games_at_once, parallel_envs, recording
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -406,6 +406,8 @@ def stage_hooks(
             else speedups.on_env_runner
         )
         add_callback(config, "on_environment_created", hook, first=True)
+    if env_hooks.steps_in_another_process and own.stock.on(substitutions.GAMES_AT_ONCE):
+        add_callback(config, "on_environment_created", games_at_once.step_games_at_once, first=True)
     add_callback(config, "on_episode_end", episode_window.log_episode)
     window = episode_window.EpisodeWindow(
         config.metrics_num_episodes_for_smoothing, env_hooks.stable_agent_ids
