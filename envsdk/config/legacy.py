@@ -199,7 +199,7 @@ EXPLORATION_READ = {
 }
 # Old settings the new stack has nothing for, and what it does instead.
 EXPLORATION_DROPPED = {
-    "random_timesteps": "no warm-up of uniformly random actions: the policy acts from the first step",
+    "random_timesteps": "no warm-up of uniformly random actions but DQN's and SAC's (random_steps)",
     # Curiosity's networks and weights are ML-Agents' (envsdk/networks/reward_signals.py)
     "beta": "curiosity weighs its forward loss 0.2 against the inverse one, as ML-Agents (Ray's default)",
     "feature_net_config": "curiosity's encoder is ML-Agents' (network_settings: hidden_units, num_layers)",
@@ -211,13 +211,22 @@ EXPLORATION_DROPPED = {
 }
 
 
+WARMED_UP = ("DQN", "SAC")  # whose random_steps take Ray 1.x's random_timesteps
+WARM_UP_KINDS = ("", "StochasticSampling", "EpsilonGreedy")  # exploration the new stack keeps
+
+
 def _exploration(value: Any, ctx: Context) -> tuple[dict[str, Any], str]:
     """Old exploration objects -> the closest new-stack setting, or an error naming it."""
     if not isinstance(value, dict) or not value:
         return {}, ""
     kind = str(value.get("type", ""))
     new, why = _exploration_type(kind, value, ctx)
-    dropped = sorted(set(value) - {"type"} - EXPLORATION_READ.get(kind, set()))
+    read = set(EXPLORATION_READ.get(kind, set()))
+    if value.get("random_timesteps") and ctx.algorithm in WARMED_UP and kind in WARM_UP_KINDS:
+        new["random_steps"] = value["random_timesteps"]
+        why += f"; random_timesteps is random_steps: {value['random_timesteps']}"
+        read.add("random_timesteps")
+    dropped = sorted(set(value) - {"type"} - read)
     if dropped:
         what = [
             f"{key} ({EXPLORATION_DROPPED[key]})" if key in EXPLORATION_DROPPED else key for key in dropped

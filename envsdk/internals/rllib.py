@@ -28,15 +28,19 @@ def module_is_stateful(algo: Any) -> bool:
     return bool(getattr(algo, "_module_is_stateful", False))
 
 
-def sample_episodes_with_metrics(worker_set: Any, sample_timeout_s: float | None) -> tuple[Any, Any]:
+def sample_episodes_with_metrics(
+    worker_set: Any, sample_timeout_s: float | None, random_actions: bool = False
+) -> tuple[Any, Any]:
     """RLlib's ``synchronous_parallel_sample`` as DQN's and SAC's training steps call it: episodes
-    from the new env runners, with their metrics (both through private arguments)."""
+    from the new env runners, with their metrics (both through private arguments); with
+    ``random_actions``, the runners act at random (its public argument)."""
     from ray.rllib.execution.rollout_ops import synchronous_parallel_sample
 
     sampled: Any = synchronous_parallel_sample(
         worker_set=worker_set,
         concat=True,
         sample_timeout_s=sample_timeout_s,
+        random_actions=random_actions,
         _uses_new_env_runners=True,
         _return_metrics=True,
     )

@@ -175,8 +175,6 @@ def test_ray_1_curiosity_becomes_the_curiosity_reward_signal(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("run", "exploration", "dropped"),
     [
-        # Ray 1.x SAC's: its policy's own distribution, after N steps of uniformly random actions
-        ("SAC", "{type: StochasticSampling, random_timesteps: 1000}", "random_timesteps (no warm-up"),
         (
             "DQN",
             "{type: ParameterNoise, random_timesteps: 10000, initial_stddev: 1.0}",
@@ -191,6 +189,21 @@ def test_exploration_settings_with_no_new_stack_equivalent_are_named(
     env = "Pendulum-v1" if run == "SAC" else "CartPole-v1"
     _, _, notices = build(tmp_path, experiment(run, env, f"exploration_config: {exploration}"), capsys)
     assert any(f"dropped {dropped}" in n for n in notices), notices
+
+
+@pytest.mark.substitution(substitutions.TRANSITION_REPLAY, substitutions.BATCHED_SAMPLER)
+@pytest.mark.parametrize(
+    ("run", "kind"), [("SAC", "StochasticSampling"), ("DQN", "EpsilonGreedy"), ("SAC", "")]
+)
+def test_random_timesteps_are_random_steps(tmp_path, capsys, run, kind):
+    """Ray 1.x's warm-up (its policy's own exploration after N steps of uniformly random actions)."""
+    from envsdk.training.substitutes.replay.training_step import RANDOM_STEPS
+
+    env = "Pendulum-v1" if run == "SAC" else "CartPole-v1"
+    exploration = f"{{type: {kind}, random_timesteps: 1000}}" if kind else "{random_timesteps: 1000}"
+    _, cfg, notices = build(tmp_path, experiment(run, env, f"exploration_config: {exploration}"), capsys)
+    assert cfg.learner_config_dict[RANDOM_STEPS] == 1000
+    assert any("random_timesteps is random_steps: 1000" in n for n in notices), notices
 
 
 def test_mean_std_filter_is_a_connector(tmp_path, capsys):

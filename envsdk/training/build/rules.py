@@ -22,7 +22,7 @@ from envsdk.envs.checker import EnvInfo
 from envsdk.envs.registry import ResolvedEnv
 from envsdk.errors import UserError
 from envsdk.notices import notice
-from envsdk.substitutions import PPO_LEARNER, SAC_LEARNER, Stock
+from envsdk.substitutions import BATCHED_SAMPLER, PPO_LEARNER, SAC_LEARNER, TRANSITION_REPLAY, Stock
 from envsdk.training.build.translate import search_candidates
 from envsdk.training.hooks import observation_filter, reward_normalization
 from envsdk.training.substitutes.ppo.learner import (
@@ -30,6 +30,8 @@ from envsdk.training.substitutes.ppo.learner import (
     ADVANTAGE_NORMALIZATIONS,
     CLIP_SCHEDULE,
 )
+from envsdk.training.substitutes.replay import training_step
+from envsdk.training.substitutes.replay.training_step import RANDOM_STEPS
 from envsdk.training.substitutes.sac.learner import CRITIC_LOSS, CRITIC_LOSSES
 
 
@@ -224,6 +226,50 @@ LEARNER_CHOICES = (
         "the whole train batch's normalization only",
     ),
 )  # fmt: skip
+
+
+def take_random_steps(values: LineDict, run: str, default_config: AlgorithmConfig, stock: Stock) -> None:
+    """``random_steps: N``: the first N steps sampled (env steps, or agent steps with
+    ``count_steps_by: agent_steps``) act uniformly at random, as SB3's ``learning_starts`` and Ray
+    1.x's ``exploration_config: {random_timesteps: N}`` do; DQN and SAC, whose training step is
+    envsdk's transition replay, drawing through the batched sampler (``training_step.RANDOM_STEPS``
+    in ``learner_config_dict``; :func:`check_random_steps_sampler` checks the sampler)."""
+    if RANDOM_STEPS not in values:
+        return
+    where = values.where(RANDOM_STEPS)
+    steps = values.pop(RANDOM_STEPS)
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+        raise UserError(
+            f"{where}: random_steps must be a whole number of steps, 0 or more, got {steps!r}",
+            "for example random_steps: 10000 (RL Zoo's learning_starts for SAC on HalfCheetah)",
+        )
+    if not steps:
+        return
+    if default_config.algo_class not in training_step.REPLACEMENTS:
+        raise UserError(
+            f"{where}: random_steps is a warm-up of DQN's and SAC's training step; {run} acts with its"
+            " policy from the first step",
+            "remove random_steps (or train with run: SAC or run: DQN)",
+        )
+    for name in (TRANSITION_REPLAY, BATCHED_SAMPLER):
+        if not stock.on(name):
+            raise UserError(
+                f"{where}: random_steps is taken by envsdk's {name}, which stock: (or"
+                f" {substitutions.STOCK}) turns off; RLlib 2.60's {run} never acts at random",
+                f"remove random_steps, or keep the {name} substitution on",
+            )
+    values["learner_config_dict"] = {**(values.get("learner_config_dict") or {}), RANDOM_STEPS: steps}
+
+
+def check_random_steps_sampler(config: AlgorithmConfig, sampler: str) -> None:
+    """``random_steps`` needs the batched sampler (RLlib's loop draws the env's space, not the policy's)."""
+    if config.learner_config_dict.get(RANDOM_STEPS) and sampler != "batched":
+        raise UserError(
+            f"random_steps: the warm-up's random actions are drawn by envsdk's batched sampler, and this"
+            f" config samples with {sampler}",
+            "remove random_steps (a multi-agent env, a recurrent model or an env-to-module connector keeps"
+            " RLlib's loop)",
+        )
 
 
 def take_clip_schedule(values: LineDict, run: str, default_config: AlgorithmConfig, stock: Stock) -> None:

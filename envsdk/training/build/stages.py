@@ -42,6 +42,7 @@ from envsdk.training.build.multi_agent import multi_agent_settings, policy_of, s
 from envsdk.training.build.parts import EnvPlan, Keys, Networks, OwnKeys, StartedEnv
 from envsdk.training.build.rules import (
     atari_preprocessing,
+    check_random_steps_sampler,
     check_vectorize_mode,
     fit_replay_buffer,
     has_continuous_actions,
@@ -50,6 +51,7 @@ from envsdk.training.build.rules import (
     start_tries,
     take_clip_schedule,
     take_learner_choices,
+    take_random_steps,
     time_horizon,
     with_horizon,
 )
@@ -102,6 +104,7 @@ def build_config(
         stage_hooks(config, own, plan, networks, keys.values)
         stage_initialize(config, own, started)
         sampler = stage_sampler(config, own, networks)
+        check_random_steps_sampler(config, sampler)
         models = stage_check_modules(config, started, networks)
     return stage_finish(exp, algo_class, config, keys, own, plan, started, sampler=sampler, models=models)
 
@@ -138,6 +141,7 @@ def stage_values(exp: Experiment, keys: Keys) -> OwnKeys:
     per_learner_batch(values, search, exp.run, defaults)
     take_learner_choices(values, search, exp.run, keys.default_config, stock)
     take_clip_schedule(values, exp.run, keys.default_config, stock)
+    take_random_steps(values, exp.run, keys.default_config, stock)
     if values.get("evaluation_config"):
         evaluation = evaluation_settings(values, values.lines.get("evaluation_config", 0))
         for key in ("model", "model_config"):

@@ -74,6 +74,7 @@ EXTRA_KEYS = {
     "sampler",
     "critic_loss",
     "advantage_normalization",
+    "random_steps",
     "reward_signals",
     "behavioral_cloning",
     substitutions.KEY,

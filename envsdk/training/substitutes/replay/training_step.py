@@ -56,6 +56,7 @@ from ray.rllib.utils.replay_buffers.multi_agent_prioritized_episode_buffer impor
 from ray.rllib.utils.replay_buffers.prioritized_episode_buffer import PrioritizedEpisodeReplayBuffer
 
 from envsdk import internals
+from envsdk.errors import RunFault
 from envsdk.training.substitutes.replay.buffers import ModuleTransitions, TrainBatch
 
 # RLlib's buffers whose batches the transition buffers reproduce; True: prioritized.
@@ -67,6 +68,13 @@ EPISODE_BUFFERS: dict[type, bool] = {
 }
 
 REPLAY_BUFFER = "transition_replay_buffer"  # its key in the Algorithm's state (checkpoints)
+# learner_config_dict key (YAML: random_steps, training/build/rules.py take_random_steps): the steps
+# sampled at random before the policy acts, as SB3's learning_starts and Ray 1.x's random_timesteps.
+RANDOM_STEPS = "random_steps"
+
+
+class RandomStepsUntaken(RunFault):
+    """``random_steps`` asked of a config that keeps RLlib's replay, which never acts at random."""
 
 
 def why_not_transitions(algo: Any) -> str | None:
@@ -95,7 +103,14 @@ class TransitionReplay:
     def setup(self, config: Any) -> None:
         super().setup(config)  # type: ignore[misc]
         algo: Any = self
-        self.replays_transitions = why_not_transitions(algo) is None
+        why = why_not_transitions(algo)
+        self.replays_transitions = why is None
+        self.random_steps = int(algo.config.learner_config_dict.get(RANDOM_STEPS, 0))
+        if self.random_steps and why is not None:
+            raise RandomStepsUntaken(
+                f"random_steps: {self.random_steps} is taken by envsdk's transition replay, which this config"
+                f" cannot use ({why}): RLlib's own training step never acts at random; remove random_steps"
+            )
         if self.replays_transitions:
             config = algo.config
             settings = config.replay_buffer_config
@@ -160,12 +175,14 @@ class TransitionReplay:
         self._sync_weights(learner_results)
 
     def _sample_and_store(self) -> None:
-        """Sample the env runners once and store their episodes (RLlib: lines 653-668)."""
+        """Sample the env runners once and store their episodes (RLlib: lines 653-668); at random
+        while fewer than ``random_steps`` have been sampled."""
         algo: Any = self
         metrics = algo.metrics
+        at_random = self._sampled() < self.random_steps
         with metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             episodes, env_runner_results = internals.sample_episodes_with_metrics(
-                algo.env_runner_group, algo.config.sample_timeout_s
+                algo.env_runner_group, algo.config.sample_timeout_s, random_actions=at_random
             )
         metrics.aggregate(env_runner_results, key=ENV_RUNNER_RESULTS)
         with metrics.log_time((TIMERS, REPLAY_BUFFER_ADD_DATA_TIMER)):
@@ -175,8 +192,12 @@ class TransitionReplay:
         """Whether the steps sampled so far reach ``num_steps_sampled_before_learning_starts``
         (RLlib: lines 670-682)."""
         algo: Any = self
-        config = algo.config
-        by_agents = config.count_steps_by == "agent_steps"
+        return self._sampled() >= float(algo.config.num_steps_sampled_before_learning_starts)
+
+    def _sampled(self) -> float:
+        """The steps sampled so far, as the config counts them (env or agent steps)."""
+        algo: Any = self
+        by_agents = algo.config.count_steps_by == "agent_steps"
         sampled = algo.metrics.peek(
             (
                 ENV_RUNNER_RESULTS,
@@ -184,10 +205,7 @@ class TransitionReplay:
             ),
             default={} if by_agents else 0,
         )
-        return bool(
-            (sum(sampled.values()) if by_agents else sampled)
-            >= config.num_steps_sampled_before_learning_starts
-        )
+        return float(sum(sampled.values()) if by_agents else sampled)
 
     def _update_from_replay(self, buffer: ModuleTransitions, reduce: bool) -> list[Any] | None:
         """Sample a batch from the buffer, update the learners on it and the priorities from their TD

@@ -402,7 +402,6 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
     ) -> _Steps:
         """Step the vector env until the sample is complete (or a step failed)."""
         module: Any = self.module
-        env: Any = self.env
         steps = _Steps(np.array([not e.is_reset for e in state.episodes]))
         runners = self.config.num_env_runners or 1
         lifetime = self.num_env_steps_sampled_lifetime // runners
@@ -424,7 +423,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                 to_module = state.take_module_input()
                 if random_actions:
                     out: dict[str, Any] = {}
-                    actions = env_actions = env.action_space.sample()
+                    actions, env_actions = self._random_actions()
                 else:
                     began = time.perf_counter()
                     with no_grad:
@@ -486,7 +485,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
 
     def _for_env_function(self) -> Callable[[Any], Any]:
         """RLlib's NormalizeAndClipActions on a whole batch: Box actions unsquashed or clipped."""
-        piece = internals.runner_module_to_env(self).connectors[MODULE_TO_ENV.index(NormalizeAndClipActions)]
+        piece = self._normalize_and_clip()
         env: Any = self.env
         struct = get_base_struct_from_space(env.single_action_space)
         has_box = any(isinstance(s, gym.spaces.Box) for s in tree.flatten(struct))  # only Box parts change
@@ -495,6 +494,33 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         if has_box and piece.clip_actions:
             return lambda actions: clip_action(actions, struct)
         return lambda actions: actions
+
+    def _normalize_and_clip(self) -> Any:
+        return internals.runner_module_to_env(self).connectors[MODULE_TO_ENV.index(NormalizeAndClipActions)]
+
+    def _random_actions(self) -> tuple[Any, Any]:
+        """The vector env's own uniform draw, as RLlib's loop takes it, as (what the batch stores,
+        what the env gets): where the runner unsquashes Box actions (``normalize_actions``), each
+        bounded float Box part is stored normalized into [-1, 1], the space the policy's own
+        actions are stored in.  RLlib's loop stores the env's draw as it is, which the policy's
+        space reads as actions beyond its bounds (Pendulum's 2.0 as twice the largest)."""
+        env: Any = self.env
+        drawn = env.action_space.sample()
+        if not self._normalize_and_clip().normalize_actions:
+            return drawn, drawn
+        struct = get_base_struct_from_space(env.single_action_space)
+
+        def normalized(action: Any, space: gym.Space) -> Any:
+            if (
+                not isinstance(space, gym.spaces.Box)
+                or space.dtype not in (np.float32, np.float64)
+                or not (np.all(space.bounded_below) and np.all(space.bounded_above))
+                or (np.all(space.low == -1.0) and np.all(space.high == 1.0))
+            ):
+                return action  # what unsquash_action leaves as it is
+            return ((action - space.low) * 2.0 / (space.high - space.low) - 1.0).astype(space.dtype)
+
+        return tree.map_structure(normalized, drawn, struct), drawn
 
     def _end_episodes(self, state: internals.RunnerState, steps: _Steps, wanted: int | None) -> list[Any]:
         """Fill the sample's steps into their episodes, calling the episode callbacks in the order
