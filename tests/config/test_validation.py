@@ -249,16 +249,17 @@ def test_a_model_config_key_nothing_reads_is_passed_on_with_a_notice(tmp_path, c
     assert "model_config key 'my_own_setting' is not one of RLlib's" in capsys.readouterr().err
 
 
-def test_a_mistake_is_answered_in_seconds_before_ray_starts(tmp_path):
+def test_a_mistake_is_answered_before_ray_starts(tmp_path):
+    """No Ray session, no results folder (a bound on the wall time would be a timed test: the
+    machines are shared; the timeout only keeps a hang from holding the suite)."""
     bad = write(tmp_path, BASE + "  stop: {episode_reward_meen: 100}\n")
-    started = time.monotonic()
     out = subprocess.run(
         [sys.executable, str(ROOT / "train.py"), "-f", str(bad), "--local-dir", str(tmp_path / "results"),
          "--temp-dir", str(tmp_path / "ray")],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert out.returncode == 2 and "did you mean 'episode_reward_mean'?" in out.stderr
-    assert time.monotonic() - started < 10
+    assert "Traceback" not in out.stderr
     assert not (tmp_path / "results").exists() and not (tmp_path / "ray").exists()  # no Ray, no folder
 
 
