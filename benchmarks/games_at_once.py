@@ -23,9 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, append_results, machine
-from multiagent import CONFIG, rllib_rates
-
-from unity_bridge.standin.build import BUILDS, write_build
+from multiagent import CONFIG, alternating, chase_build
 
 AGENTS = 12
 SETTINGS = {"num_env_runners": 0, "train_batch_size": 1000, "minibatch_size": 250, "num_epochs": 4}
@@ -49,18 +47,12 @@ def main() -> None:
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        builds = Path(tmp) / "builds"
-        write_build(builds, "Chase", BUILDS["Chase"])
+        builds = chase_build(Path(tmp))
         for frame_ms in args.frame_ms:
             game = game_args(builds, args.games, frame_ms)
-            runs: dict[str, list[tuple[float, float, int]]] = {"at once": [], "in turn": []}
-            for i, seed in enumerate(args.seeds):
-                for which in ("at once", "in turn") if i % 2 == 0 else ("in turn", "at once"):
-                    folder = Path(tmp) / f"{frame_ms}-s{seed}-{which.replace(' ', '-')}"
-                    switches = {"ENVSDK_STOCK": SWITCH if which == "in turn" else ""}
-                    runs[which].append(rllib_rates(game, args.iterations, seed, folder, switches))
-                    rate = runs[which][-1][0]
-                    print(f"frame {frame_ms} ms, seed {seed}, {which}: {rate:.0f} sampled/s", flush=True)
+            ways = {"at once": {"ENVSDK_STOCK": ""}, "in turn": {"ENVSDK_STOCK": SWITCH}}
+            folder = Path(tmp) / f"frame-{frame_ms:g}"
+            runs = alternating(game, args.iterations, args.seeds, folder, f"frame {frame_ms:g} ms", ways)
             sampled = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
             whole = {k: statistics.median(r[1] for r in v) for k, v in runs.items()}
             rows.append(

@@ -81,6 +81,13 @@ def pettingzoo_rate(seconds: float = 2.0) -> float:
     return steps / (time.perf_counter() - start)
 
 
+def chase_build(folder: Path) -> Path:
+    """The stand-in's Chase build, written into folder/builds; that folder."""
+    builds = folder / "builds"
+    write_build(builds, "Chase", BUILDS["Chase"])
+    return builds
+
+
 def chase_args(agents: int, builds: Path) -> list[str]:
     extra = f"['--agents', '{agents}', '--max-steps', '30']"
     return ["-f", str(CONFIG), "--env", "unity", *(f"--config.{k}={v}" for k, v in SETTINGS.items()),
@@ -136,6 +143,26 @@ def rllib_rates(
     return sum(agent_steps) / sampling, sum(agent_steps) / total, columns
 
 
+Rates = tuple[float, float, int]  # what rllib_rates returns
+
+
+Ways = dict[str, dict[str, str]]  # a way to run, by name -> its environment switches
+
+
+def alternating(
+    game: list[str], iterations: int, seeds: list[int], folder: Path, label: str, ways: Ways
+) -> dict[str, list[Rates]]:
+    """:func:`rllib_rates` of each seed run each way (by name: its environment switches), alternating
+    which goes first from seed to seed; medians over seeds are taken by the caller."""
+    runs: dict[str, list[Rates]] = {way: [] for way in ways}
+    for i, seed in enumerate(seeds):
+        for way in list(ways) if i % 2 == 0 else list(ways)[::-1]:
+            run_folder = folder / f"s{seed}-{way.replace(' ', '-')}"
+            runs[way].append(rllib_rates(game, iterations, seed, run_folder, ways[way]))
+            print(f"{label}, seed {seed}, {way}: {runs[way][-1][0]:.0f} sampled/s", flush=True)
+    return runs
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--iterations", type=int, default=5)
@@ -143,8 +170,7 @@ def main() -> None:
     args = p.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        builds = Path(tmp) / "builds"
-        write_build(builds, "Chase", BUILDS["Chase"])
+        builds = chase_build(Path(tmp))
         games = {
             **{
                 f"Unity stand-in (Chase) | {n}": (chase_args(n, builds), lambda n=n: chase_rate(n))
@@ -156,15 +182,9 @@ def main() -> None:
             ),
         }
         for name, (game, ceiling_rate) in games.items():
-            runs: dict[str, list[tuple[float, float, int]]] = {"ours": [], "rllib": []}
-            for i, seed in enumerate(args.seeds):
-                for which in ("ours", "rllib") if i % 2 == 0 else ("rllib", "ours"):
-                    folder = Path(tmp) / f"{len(rows)}-s{seed}-{which}"
-                    off = SPEEDUP if which == "rllib" else ""
-                    switches = {"ENVSDK_NO_PATCHES": off}
-                    runs[which].append(rllib_rates(game, args.iterations, seed, folder, switches))
-                    label = name.replace(" | ", ", ")
-                    print(f"{label} agents, seed {seed}, {which}: {runs[which][-1][0]:.0f} sampled/s")
+            ways = {"ours": {"ENVSDK_NO_PATCHES": ""}, "rllib": {"ENVSDK_NO_PATCHES": SPEEDUP}}
+            label = f"{name.replace(' | ', ', ')} agents"
+            runs = alternating(game, args.iterations, args.seeds, Path(tmp) / str(len(rows)), label, ways)
             ceiling = ceiling_rate()
             sampled = {k: statistics.median(r[0] for r in v) for k, v in runs.items()}
             whole = {k: statistics.median(r[1] for r in v) for k, v in runs.items()}
