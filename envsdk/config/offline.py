@@ -49,6 +49,19 @@ def _reads_data(value: Any) -> bool:
     return value not in (None, "sampler") and not isinstance(value, dict)
 
 
+def check_single_agent(values: Any, algorithm: str, multi_agent: bool) -> None:
+    """An offline algorithm on a multi-agent setup, refused before anything starts: RLlib 2.60's
+    offline data reads single-agent episodes only (its ``OfflinePreLearner``: "Loading multi-agent
+    episodes is currently not supported"), and it would fail inside Ray Data's pipeline."""
+    if algorithm in OFFLINE_ALGOS and multi_agent and _reads_data(values.get("input")):
+        raise UserError(
+            f"{values.where('input')}: {algorithm} on a multi-agent env: RLlib 2.60's offline data reads"
+            " one agent's episodes only (multi-agent episodes are not supported yet)",
+            "train one agent offline (a single-agent env; env: unity-single for a game with one agent), or"
+            " the multi-agent env online (run: PPO)",
+        )
+
+
 def prepare(values: Any, algorithm: str, base: Path) -> None:
     """Resolve and check ``input`` in the translated config ``values`` (a LineDict), in place."""
     where = values.where("input")
@@ -84,7 +97,7 @@ def prepare(values: Any, algorithm: str, base: Path) -> None:
             values["input_read_method"] = "read_json"
             values.setdefault("input_read_sample_batches", True)
             notice("input: JSON files are read as Ray 1.x SampleBatch records")
-        elif _recorded_episodes(found) and "input_read_episodes" not in values:
+        elif _recorded_episodes(found, where) and "input_read_episodes" not in values:
             values["input_read_episodes"] = True
             notice("input: read as the whole episodes RLlib's output: records (input_read_episodes: true)")
     _light_pipeline(values)
@@ -127,13 +140,23 @@ def _resolve(path: str, base: Path, where: str) -> Path | str:
     raise UserError(f"{where}: the offline data '{path}' is not there{looked}", f"record it first: {RECORD}")
 
 
-def _recorded_episodes(found: list[Any]) -> bool:
+def _recorded_episodes(found: list[Any], where: str) -> bool:
     """Folders of what RLlib's ``output:`` writes by default: whole episodes packed one per row,
     Parquet files of the single column Ray Data names ``item``."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     files = [f for item in found if Path(item).is_dir() for f in Path(item).rglob("*.parquet")]
-    return bool(files) and pq.read_schema(files[0]).names == ["item"]
+    if not files:
+        return False
+    try:
+        names = pq.read_schema(files[0]).names
+    except (pa.ArrowException, OSError) as err:
+        raise UserError(
+            f"{where}: {files[0]} is not a Parquet file that can be read: {err}",
+            "point input at the folder output: (or rollout.py --out) wrote, or remove the damaged file",
+        ) from err
+    return bool(names == ["item"])
 
 
 def _is_json(found: list[Any]) -> bool:

@@ -213,3 +213,45 @@ def test_bc_learns_from_a_scripted_players_demo(train, tmp_path):
     rows = progress_rows(trial)
     assert len(rows) == 2
     assert float(rows[-1]["evaluation/env_runners/episode_return_mean"]) > 60
+
+
+# ---- what RLlib's offline data cannot take, refused before anything starts --------------------------
+
+
+def _offline_build(tmp_path: Path, run: str, env: str, data: Path) -> None:
+    import yaml
+
+    from envsdk.config.experiment import load_experiments
+    from envsdk.training.build import build_config
+
+    path = tmp_path / "exp.yaml"
+    path.write_text(yaml.safe_dump({"exp": {"run": run, "env": env, "config": {"input": str(data)}}}))
+    (exp,) = load_experiments(path)
+    build_config(exp)
+
+
+@pytest.mark.parametrize("run", ["BC", "MARWIL"])
+def test_an_offline_algorithm_on_a_multi_agent_env_is_refused(tmp_path, run):
+    """RLlib 2.60's offline data reads single-agent episodes only; it would fail inside Ray Data."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from envsdk.errors import UserError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    pq.write_table(pa.table({"obs": [1.0, 2.0]}), data / "part.parquet")
+    with pytest.raises(UserError, match=f"{run} on a multi-agent env") as raised:
+        _offline_build(tmp_path, run, "pettingzoo.butterfly.knights_archers_zombies_v11", data)
+    assert "exp.yaml:" in raised.value.message and raised.value.hint
+
+
+@pytest.mark.parametrize("content", [b"", b"PAR1 not a footer"], ids=["empty", "damaged"])
+def test_a_damaged_parquet_file_is_named_not_a_traceback(tmp_path, content):
+    from envsdk.errors import UserError
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "part.parquet").write_bytes(content)
+    with pytest.raises(UserError, match=r"part\.parquet is not a Parquet file that can be read"):
+        _offline_build(tmp_path, "BC", "CartPole-v1", data)

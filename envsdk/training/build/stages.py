@@ -99,6 +99,7 @@ def build_config(
     with stage_start_env(plan, keys.values, own, dry_run) as started:
         stage_evaluation_env(plan, started, keys.values, own)
         networks = stage_models(exp, keys, plan, started)
+        offline.check_single_agent(keys.values, exp.run, bool(networks.multi_agent))
         stage_parallel_envs(keys, own, plan, started, networks)
         config = stage_assemble(exp, keys, own, plan, started, networks)
         stage_hooks(config, own, plan, networks, keys.values)
