@@ -23,7 +23,7 @@ from ray.rllib.env.multi_agent_env import MultiAgentEnv
 
 from envsdk.config.own_keys.env_checks import EnvCheckSettings
 from envsdk.envs.faults.guard import SingleAgentGuard, Site, compile_check
-from envsdk.envs.faults.records import EnvStalled, ObservationFault, RewardFault
+from envsdk.envs.faults.records import EnvStalled, ObservationFault, ResetsInTheSameStep, RewardFault
 from envsdk.envs.faults.stall_watch import arm_main_thread
 from envsdk.errors import UserError, root_cause
 from envsdk.progress import HEALTH, health_note
@@ -659,3 +659,17 @@ def test_a_restarting_runner_gets_its_grace_and_then_the_run_ends(monkeypatch):
         restarts.check_result(algorithm=healthy, result=_result(0), allowed=3)
     with pytest.raises(restarts.EnvRunnersFailed, match="within sample_timeout_s"):
         restarts.check_result(algorithm=healthy, result=_result(0), allowed=3)
+
+
+def test_a_vector_env_that_resets_in_the_same_step_is_named_before_it_steps(faulty_module):
+    """RLlib 2.60's runners read every vector env as resetting at the next step: a SAME_STEP one
+    would end each episode on the next one's first observation, silently."""
+    module, _ = faulty_module
+    vec = gym.vector.SyncVectorEnv(
+        [lambda: module.Faulty({"fault": "none", "after": 5})] * 2,
+        autoreset_mode=gym.vector.AutoresetMode.SAME_STEP,
+    )
+    fix = r"autoreset_mode=gymnasium\.vector\.AutoresetMode\.NEXT_STEP"
+    with pytest.raises(ResetsInTheSameStep, match=fix):
+        SingleAgentGuard(vec, Site("faulty_env.Faulty", 0), "error", 30.0, print, lambda: None)
+    vec.close()

@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from envsdk import internals
-from envsdk.envs.faults.records import EnvFault, ObservationFault, RewardFault
+from envsdk.envs.faults.records import EnvFault, ObservationFault, ResetsInTheSameStep, RewardFault
 from envsdk.envs.faults.stall_watch import watch
 from envsdk.errors import as_user_error
 
@@ -427,16 +427,22 @@ class SingleAgentGuard(Guard):
     """On a gymnasium vector env: observations and rewards come batched over its sub-envs."""
 
     def _prepare(self) -> None:
+        mode = self.env.metadata.get("autoreset_mode")
+        if str(getattr(mode, "value", mode)).lower().replace("_", "") == "samestep":
+            raise ResetsInTheSameStep(
+                f"{self.site.describe()}: its vector env resets a sub-env in the step that ends its episode"
+                " (gymnasium's autoreset_mode SAME_STEP); RLlib 2.60's env runners read every vector env"
+                " as resetting at the next step, so each episode would end on the next one's first"
+                " observation; fix: build it with autoreset_mode=gymnasium.vector.AutoresetMode.NEXT_STEP"
+            )
         space = self.env.single_observation_space
         self.check = compile_check(space, (self.num_envs,), self.bounds)
         self.one = compile_check(space, (), self.bounds)
-        self.same_step = str(self.env.metadata.get("autoreset_mode", "")).lower().endswith("same_step")
 
     def _count(self, terminated: Any, truncated: Any) -> None:
         # gymnasium's vector envs return bool arrays: a byte search is the cheapest "any".
         if b"\x01" in terminated.tobytes() or b"\x01" in truncated.tobytes():
-            # The next step of these envs is their reset (the obs now, with same_step).
-            self.started[terminated | truncated] = self.t if self.same_step else self.t + 1
+            self.started[terminated | truncated] = self.t + 1  # their next step is their reset
 
     def _check_observations(self, observations: Any, when: str | None) -> None:
         if not self.check.fine(observations):

@@ -19,5 +19,9 @@ class RewardFault(EnvFault):
     """A NaN or infinite reward."""
 
 
+class ResetsInTheSameStep(EnvFault):
+    """A vector env that resets a sub-env in the step that ends its episode (gymnasium's SAME_STEP)."""
+
+
 class EnvStalled(EnvFault):
     """An env call that did not return within the stall bound."""
