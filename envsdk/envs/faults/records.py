@@ -20,7 +20,11 @@ class RewardFault(EnvFault):
 
 
 class ResetsInTheSameStep(EnvFault):
-    """A vector env that resets a sub-env in the step that ends its episode (gymnasium's SAME_STEP)."""
+    """A vector env that resets a sub-env in the step that ends its episode (gymnasium's SAME_STEP).
+
+    RLlib 2.60's env runners never read ``final_obs``: they record the next episode's first
+    observation as the last one of the episode that ended, and start the next from its second.
+    Upstream: RLlib 2.60.0, no upstream issue found (searched 2026-11-29)."""
 
 
 class EnvStalled(EnvFault):
