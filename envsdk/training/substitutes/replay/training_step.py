@@ -179,7 +179,7 @@ class TransitionReplay:
         while fewer than ``random_steps`` have been sampled."""
         algo: Any = self
         metrics = algo.metrics
-        at_random = self._sampled() < self.random_steps
+        at_random = self.random_steps > 0 and self._sampled() < self.random_steps  # no peek without it
         with metrics.log_time((TIMERS, ENV_RUNNER_SAMPLING_TIMER)):
             episodes, env_runner_results = internals.sample_episodes_with_metrics(
                 algo.env_runner_group, algo.config.sample_timeout_s, random_actions=at_random

@@ -27,6 +27,7 @@ the games one after another, as RLlib does.  ``benchmarks/games_at_once.py`` mea
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -65,7 +66,7 @@ class GamesAtOnce:
     def step(self, actions: Any) -> Any:
         per_env = list(actions) if self.multi_agent else list(iterate(self.env.action_space, actions))
         calls: list[Callable[[], Any]] = [
-            sub.reset if self.resetting[i] else _bound(sub.step, per_env[i])
+            sub.reset if self.resetting[i] else functools.partial(sub.step, per_env[i])
             for i, sub in enumerate(self.subs)
         ]
         futures = [self.pool.submit(call) for call in calls]
@@ -92,10 +93,6 @@ class GamesAtOnce:
             return self._close(*args, **kwargs)
         finally:
             self.pool.shutdown(wait=True)
-
-
-def _bound(step: Callable[[Any], Any], action: Any) -> Callable[[], Any]:
-    return lambda: step(action)
 
 
 def _hand_over(sub: Any, index: int, result: Any, reset: bool) -> None:
