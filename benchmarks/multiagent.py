@@ -10,9 +10,10 @@ whole iteration (sampling + learning), from progress.csv over the iterations
 after the first.  Beside them, the same game stepped in this process with
 random actions (no protocol, no RLlib): the ceiling.  Also the number of progress.csv columns
 the run wrote (RLlib reports some metrics per agent id, and Unity gives an
-agent a new id every episode).  Each seed runs twice, alternating, like for like: as shipped,
-and without the ``episodes-converted-once`` speed-up (``ENVSDK_NO_PATCHES``), which is RLlib's
-own multi-agent sampling.  Writes a table into benchmarks/RESULTS.md.
+agent a new id every episode).  Each seed runs twice, alternating, like for like: as shipped
+(the Unity game through the agents-batched loop, the PettingZoo game through RLlib's runner with
+our speed-ups), and with ``ENVSDK_STOCK=1``: RLlib's own multi-agent runner, every substitution
+off.  Writes a table into benchmarks/RESULTS.md.
 
     python benchmarks/multiagent.py [--iterations 5] [--seeds 0 1 2]
 """
@@ -113,9 +114,6 @@ def pettingzoo_args(folder: Path) -> list[str]:
     return ["-f", str(path)]
 
 
-SPEEDUP = "episodes-converted-once"  # the speed-up of RLlib's multi-agent sampling measured here
-
-
 def rllib_rates(
     game: list[str], iterations: int, seed: int, folder: Path, switches: dict[str, str]
 ) -> tuple[float, float, int]:
@@ -182,7 +180,7 @@ def main() -> None:
             ),
         }
         for name, (game, ceiling_rate) in games.items():
-            ways = {"ours": {"ENVSDK_NO_PATCHES": ""}, "rllib": {"ENVSDK_NO_PATCHES": SPEEDUP}}
+            ways = {"ours": {"ENVSDK_STOCK": ""}, "rllib": {"ENVSDK_STOCK": "1"}}
             label = f"{name.replace(' | ', ', ')} agents"
             runs = alternating(game, args.iterations, args.seeds, Path(tmp) / str(len(rows)), label, ways)
             ceiling = ceiling_rate()
@@ -206,8 +204,8 @@ def main() -> None:
             "seeds, iterations "
             "after the first. Sampled: agent steps per second of the env runner's sampling time. "
             "Trained: agent steps per second of the whole iteration. In-process: the game alone. "
-            f"Each seed as shipped and with `ENVSDK_NO_PATCHES={SPEEDUP}` (RLlib's own sampling), "
-            "alternating, same seeds and iterations.",
+            "Each seed as shipped (Unity: the agents-batched loop) and with `ENVSDK_STOCK=1` (RLlib's "
+            "own multi-agent runner, every substitution off), alternating, same seeds and iterations.",
             "",
             "| game | agents | sampled | sampled, RLlib's | gain | trained | trained, RLlib's "
             "| in-process game | game / sampled | progress.csv columns |",

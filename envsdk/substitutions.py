@@ -62,6 +62,7 @@ PARALLEL_ENVS = "parallel-envs"
 POCA = "poca"
 ONE_FILE_PER_WRITE = "one-file-per-write"
 GAMES_AT_ONCE = "games-at-once"
+AGENTS_BATCHED = "agents-batched"
 
 
 @dataclass(frozen=True)
@@ -242,6 +243,15 @@ TABLE: dict[str, Substitution] = {
             "envsdk/training/substitutes/sampling/games_at_once.py",
             "an env runner's games compute their frames at the same time, as mlagents-learn's --num-envs"
             " (benchmarks/games_at_once.py)",
+        ),
+        Substitution(
+            AGENTS_BATCHED,
+            "class",
+            "MultiAgentEnvRunner's sampling loop (_sample) on Unity games (env: unity): its per-agent"
+            " connector runs and add_env_step, an episode per round of the game",
+            "envsdk/training/substitutes/sampling/agents_batched.py",
+            "one forward pass per policy for all its agents of a frame, each agent's life one episode"
+            " built from arrays: agent steps/s on scenes of many agents (benchmarks/multiagent.py)",
         ),
         Substitution(
             POCA,

@@ -164,6 +164,9 @@ from envsdk.internals.rllib import (
     update_without_reduce as update_without_reduce,
 )
 from envsdk.internals.sampling import (
+    MultiRunnerState as MultiRunnerState,
+)
+from envsdk.internals.sampling import (
     RunnerState as RunnerState,
 )
 from envsdk.internals.sampling import (
@@ -180,6 +183,9 @@ from envsdk.internals.sampling import (
 )
 from envsdk.internals.sampling import (
     module_forward as module_forward,
+)
+from envsdk.internals.sampling import (
+    one_agent_episode as one_agent_episode,
 )
 from envsdk.internals.tune import (
     TRIAL_ATTRIBUTES_READ_BY_LOGGERS as TRIAL_ATTRIBUTES_READ_BY_LOGGERS,

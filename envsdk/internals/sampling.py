@@ -158,3 +158,95 @@ def keeps_default_passes(module: Any) -> bool:
         cls._forward_exploration is TorchRLModule._forward_exploration
         and cls._forward_inference is TorchRLModule._forward_inference
     )
+
+
+class MultiRunnerState:
+    """The private state of RLlib's ``MultiAgentEnvRunner`` that the agents-batched loop
+    (envsdk.training.substitutes.sampling.agents_batched) reads and writes.
+
+    Each member is one attribute or method of ray/rllib/env/multi_agent_env_runner.py on 2.60, used as
+    RLlib's own loop uses it; tests/base/test_internals.py checks them.
+    """
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+
+    @property
+    def needs_reset(self) -> bool:
+        return bool(self.runner._needs_initial_reset)
+
+    @needs_reset.setter
+    def needs_reset(self, value: bool) -> None:
+        self.runner._needs_initial_reset = value
+
+    def chunks_before(self, episode_id: str) -> list[Any]:
+        """The chunks of an episode returned by earlier samples (``prev_episode_chunks``)."""
+        return list(self.runner._ongoing_episodes_for_metrics.get(episode_id, ()))
+
+    def finished(self, done: list[Any], chunks: list[Any]) -> None:
+        """Remember a sample's ended episodes and ongoing chunks for the runner's episode metrics
+        (``get_metrics`` sums an episode's chunks by id)."""
+        self.runner._done_episodes_for_metrics.extend(done)
+        for chunk in chunks:
+            self.runner._ongoing_episodes_for_metrics[chunk.id_].append(chunk)
+
+    def forget_ongoing(self) -> None:
+        """At a reset of every game, as ``_reset_envs`` does: chunks of episodes that will not end."""
+        self.runner._ongoing_episodes_for_metrics.clear()
+
+    @property
+    def weights_seq_no(self) -> int:
+        return int(self.runner._weights_seq_no)
+
+    def episode_callback(self, which: str, episode: Any, env: Any) -> None:
+        """``on_episode_*`` for an episode the loop built, with the arguments RLlib's
+        ``_make_on_episode_callback`` gives (``prev_episode_chunks`` at its end)."""
+        from ray.rllib.callbacks.utils import make_callback
+
+        runner = self.runner
+        kwargs = dict(
+            episode=episode, env_runner=runner, metrics_logger=runner.metrics, env=env,
+            rl_module=runner.module, env_index=0,
+        )  # fmt: skip
+        if which == "on_episode_end":
+            kwargs["prev_episode_chunks"] = self.chunks_before(episode.id_)
+        make_callback(
+            which,
+            callbacks_objects=runner._callbacks,
+            callbacks_functions=getattr(runner.config, f"callbacks_{which}"),
+            kwargs=kwargs,
+        )
+
+    def count_env_steps(self, steps: int) -> None:
+        """Ray's counter of env steps sampled (``_log_env_steps``), once per sample."""
+        self.runner._log_env_steps(metric=self.runner._metrics_num_env_steps_sampled, num_steps=steps)
+
+
+def one_agent_episode(agent_episode: Any, episode_id: str, mapping_fn: Any, spaces: tuple[Any, Any]) -> Any:
+    """A MultiAgentEpisode holding one agent's finalized SingleAgentEpisode (chunk), with the state
+    ``add_env_step`` would have left: the agent acted at every env step of it (env_t = agent t), its
+    module, its clock, and whether it ended.  RLlib's learner connectors read ``agent_episodes`` and
+    each one's ``module_id``; the runner's metrics read ``len``, ``get_return`` and ``get_duration_s``."""
+    from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
+    from ray.rllib.env.utils.infinite_lookback_buffer import InfiniteLookbackBuffer
+
+    aid = agent_episode.agent_id
+    episode = MultiAgentEpisode(
+        id_=episode_id,
+        observation_space={aid: spaces[0]},  # type: ignore[arg-type]  # a dict, as RLlib's runner passes
+        action_space={aid: spaces[1]},  # type: ignore[arg-type]
+        agent_to_module_mapping_fn=mapping_fn,
+        agent_module_ids={aid: agent_episode.module_id},
+        env_t_started=agent_episode.t_started,
+    )
+    episode.agent_episodes[aid] = agent_episode
+    episode.agent_t_started[aid] = agent_episode.t_started
+    episode.env_t = agent_episode.t
+    episode.env_t_to_agent_t[aid] = InfiniteLookbackBuffer(
+        data=list(range(len(agent_episode) + 1)), lookback=0
+    )
+    episode.is_terminated = agent_episode.is_terminated
+    episode.is_truncated = agent_episode.is_truncated
+    episode._start_time = agent_episode._start_time
+    episode._last_step_time = agent_episode._last_step_time
+    return episode

@@ -897,6 +897,42 @@ def test_private_runner_state_the_loop_uses_exists():
         runner.stop()
 
 
+def test_private_multi_agent_runner_state_and_one_agent_episodes():
+    """internals.MultiRunnerState's attributes and methods on 2.60's MultiAgentEnvRunner, and a
+    one-agent MultiAgentEpisode as ``one_agent_episode`` builds it: valid, and read by the runner's
+    metrics (len, return, duration) and the learner connectors (its agent's module) as RLlib's own."""
+    import gymnasium as gym
+    import numpy as np
+    from ray.rllib.env.env_runner import EnvRunner
+    from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
+    from ray.rllib.env.single_agent_episode import SingleAgentEpisode
+
+    init = textual(MultiAgentEnvRunner.__init__) + textual(EnvRunner.__init__)
+    for name in ("_needs_initial_reset", "_done_episodes_for_metrics", "_ongoing_episodes_for_metrics",
+                 "_metrics_num_env_steps_sampled", "_weights_seq_no", "_callbacks"):  # fmt: skip
+        assert assigns(init, name), name
+    assert callable(MultiAgentEnvRunner._log_env_steps)
+    callback = textual(MultiAgentEnvRunner._make_on_episode_callback)
+    for part in ("env_index=idx", "prev_episode_chunks", "callbacks_objects=self._callbacks"):
+        assert part in callback, part  # what MultiRunnerState.episode_callback passes in its place
+    metrics = textual(MultiAgentEnvRunner.get_metrics)
+    for part in ("self._done_episodes_for_metrics", "self._ongoing_episodes_for_metrics[eps.id_]", "len(eps)",
+                 "eps.get_return()", "eps.get_duration_s()", "sa_eps.module_id"):  # fmt: skip
+        assert part in metrics, part
+    box = gym.spaces.Box(-1, 1, (2,), np.float32)
+    single = SingleAgentEpisode(
+        id_="e1", agent_id="a/1", module_id="p", observations=np.zeros((4, 2), np.float32),
+        infos=[{}] * 4, actions=np.zeros((3, 2), np.float32), rewards=np.ones(3, np.float32),
+        terminated=True, t_started=5, len_lookback_buffer=0, observation_space=box, action_space=box,
+    )  # fmt: skip
+    internals.episode_filled(single, np.zeros(2, np.float32), {}, 1.0, 3.5)
+    episode = internals.one_agent_episode(single, "e1", lambda aid, ep: "p", (box, box))
+    episode.validate()
+    assert len(episode) == 3 and episode.get_return() == 3.0 and episode.get_duration_s() == 2.5
+    assert episode.is_done and episode.module_for("a/1") == "p" and episode.env_t == 8
+    assert episode.agent_steps() == 3 and episode.get_agents_that_stepped() == {"a/1"}
+
+
 def test_module_passes_are_torch_rl_modules_forward_under_no_grad():
     """``module_forward`` calls the passes RLlib's ``forward_exploration``/``forward_inference``
     wrap; ``keeps_default_passes`` says whether a class kept TorchRLModule's, which run ``_forward``

@@ -65,6 +65,7 @@ TESTED_BY = {
         "test_games_at_once.py",
         "test_the_games_step_at_once_and_give_the_vector_envs_own_results",
     ),
+    "agents-batched": ("test_agents_batched.py", "test_each_agent_lives_as_in_rllibs_runner"),
     "poca": ("test_poca.py", "test_the_stock_refusal_is_a_clear_exit_before_ray_starts"),
 }
 
@@ -150,7 +151,8 @@ def build(monkeypatch, stock, yaml_stock=None, config="pendulum-sac"):  # type: 
 # (count_steps_by: agent_steps only; test_agent_metrics.py turns it off) and parallel envs (a
 # costly env's only: test_parallel_envs.py turns it off), poca (run: POCA only; test_poca.py: stock
 # mode refuses it), one-file-per-write (output: only; test_recording.py counts the files) and
-# games-at-once (envs that step in another process: test_games_at_once.py runs a Unity game).
+# games-at-once and agents-batched (Unity games: test_games_at_once.py and test_agents_batched.py
+# run them).
 IN_CONFIG = [
     name
     for name in substitutions.TABLE
@@ -165,6 +167,7 @@ IN_CONFIG = [
         "poca",
         "one-file-per-write",
         "games-at-once",
+        "agents-batched",
     )
 ]
 

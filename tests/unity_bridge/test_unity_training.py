@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from envsdk import substitutions
 from tests.helpers import (
     ROOT,
     export_and_check_brains,
@@ -240,10 +241,20 @@ def test_dqn_replays_a_unity_games_agents(train, tmp_path):
     _no_players_left(before)
 
 
-def test_chase_with_4_agents_counts_agent_steps_and_reports_the_mean_per_agent(train, tmp_path):
+@pytest.mark.parametrize(
+    "stock",
+    [pytest.param(False, marks=pytest.mark.substitution(substitutions.AGENTS_BATCHED)), True],
+    ids=["agents-batched", "stock"],
+)
+def test_chase_with_4_agents_counts_agent_steps_and_reports_the_mean_per_agent(
+    train, tmp_path, monkeypatch, stock
+):
     """``count_steps_by: agent_steps`` on a game that gives every agent a new id each episode, and
-    the mean return per agent-episode (mlagents-learn's "Mean Reward") beside RLlib's sum over the
-    episode's agents."""
+    the mean return per agent-episode (mlagents-learn's "Mean Reward") beside the episode's return:
+    RLlib's loop sums an episode's agents (a round of the game), the agents-batched loop's episode is
+    one agent's life."""
+    if stock:
+        monkeypatch.setenv(substitutions.STOCK, substitutions.AGENTS_BATCHED)
     before = player_pids()
     settings = {
         "run": "PPO",
@@ -285,7 +296,12 @@ def test_chase_with_4_agents_counts_agent_steps_and_reports_the_mean_per_agent(t
             -0.3 <= per_agent <= 1.0
         )  # an agent-episode: -0.01 a step for at most 30 steps, +1 at the target
         assert float(row["env_runners/module_agent_return_mean/Chase"]) == per_agent
-        # The sum over an episode's agents, over agent-episodes per episode: each scene episode starts
-        # with the 4 agents, each an agent-episode of its own, and those that end are replaced.
-        assert summed / per_agent >= 4 - 1e-9
+        if stock:
+            # The sum over an episode's agents, over agent-episodes per episode: each scene episode
+            # starts with the 4 agents, each an agent-episode of its own, and those that end are replaced.
+            assert summed / per_agent >= 4 - 1e-9
+        else:
+            assert summed == pytest.approx(per_agent)
+    said = f"notice: {substitutions.AGENTS_BATCHED}: each policy acts" in out.stderr
+    assert said is not stock, out.stderr[-2000:]
     _no_players_left(before)

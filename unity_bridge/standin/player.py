@@ -12,7 +12,8 @@ Stand-in arguments (given through env_config ``additional_args``): ``--game``,
 ``--decision-period``, ``--max-steps``,
 ``--first-decision-after``, ``--frame-ms X`` (each frame busy for X ms of CPU, as a game's
 physics), and the fault switches ``--crash-at-start``,
-``--crash-after N``, ``--hang-after N``, ``--api-version X``.  Like a game that trusts its action
+``--crash-after N``, ``--hang-after N``, ``--nan-after N`` (every vector observation NaN from
+frame N on, as a physics engine that blew up), ``--api-version X``.  Like a game that trusts its action
 masks, it exits (status 5, "error: masked action ..." in its log) when an
 action it masked arrives; like a game that trusts ML-Agents' range for continuous actions (its
 trainers send them within [-1, 1], and Unity passes them on as received), it exits (status 6,
@@ -22,6 +23,7 @@ trainers send them within [-1, 1], and Unity passes them on as received), it exi
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -76,6 +78,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--crash-after", type=int, default=0)
     p.add_argument("--crash-at-start", action="store_true", help="exit with status 3 before connecting")
     p.add_argument("--hang-after", type=int, default=0)
+    p.add_argument("--nan-after", type=int, default=0)
     p.add_argument("--api-version", default="1.5.0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--brain", type=Path, help="play with exported brains (a brains.json folder or one .onnx)")
@@ -260,7 +263,10 @@ class Player:
         )  # fmt: skip
         if self._has_vector(agent.behavior):
             vector = info.observations.add(shape=[len(report.vector)], name="vector")
-            vector.float_data.data.extend(report.vector.tolist())
+            values = report.vector.tolist()
+            if self.args.nan_after and self.steps >= self.args.nan_after:
+                values = [math.nan] * len(values)
+            vector.float_data.data.extend(values)
         buffer = self.specs[agent.behavior].buffer
         if buffer is not None:
             info.observations.append(self._entities(report, buffer))

@@ -306,6 +306,7 @@ class Guard:
         self.reported: float | None = None  # the ``since`` of the call reported as stuck
         self.call = ""
         self.thread = 0
+        self.batched: dict[tuple[int, int], _Check] = {}  # check_agents' checks, by space and rows
         self._prepare()
         self._reset, self._step, self._close = env.reset, env.step, env.close
         env.reset, env.step, env.close = self.reset, self.step, self.close
@@ -351,6 +352,26 @@ class Guard:
             return self._close(*args, **kwargs)
         finally:
             self.since = None
+
+    def check_agents(self, space: gym.Space, observations: Any, agents: list[Any], steps: list[int]) -> None:
+        """Several agents' observations of one ``space``, stacked (a row per agent, as a loop that
+        acts for many agents at once has them; ``steps``: each one's step of its episode), checked
+        as ``step`` checks them, in one batched check; a fault names the agent."""
+        key = (id(space), len(agents))
+        check = self.batched.get(key)
+        if check is None:
+            check = self.batched[key] = compile_check(space, (len(agents),), self.bounds)
+        if not check.fine(observations):
+            found = check.problem(observations, "")
+            if found is not None:
+                row = found.sub_env or 0
+                when = f"at step {steps[row]} of its episode"
+                self._fault(Problem(found.kind, found.path, found.detail, None), when, agents[row])
+
+    def check_reward(self, reward: float, agent: Any) -> None:
+        """One agent's reward, as ``step`` checks each (a loop that acts for many agents at once)."""
+        if not math.isfinite(reward):
+            self._reward_fault(reward, None, agent)
 
     # -- hooks for the single- and multi-agent guards
     def _prepare(self) -> None:

@@ -163,7 +163,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         super().__init__()  # type: ignore[no-untyped-call]  # RLlib's MultiAgentEnv
         env_config = env_config if env_config is not None else {}
         settings = LaunchSettings.from_config(env_config)
-        self.worker_index = getattr(env_config, "worker_index", 0)
+        self.worker_index = getattr(env_config, "worker_index", 0) or 0
         # RLlib hands every sub-env of one env runner the same context (vector_index 0), so
         # the slot among this process's games of that runner is counted here.
         self.slot = _claim_slot(self.worker_index)
@@ -285,7 +285,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
             if not step.done:
                 key = agent_key(step.behavior, step.agent_id)
                 obs[key] = self._obs(step)
-                infos[key] = self._info(step)
+                infos[key] = self.info_of(step)
                 self._live.add(key)
                 self._last_obs[key] = obs[key]
         self._starters = set(self._live)
@@ -335,7 +335,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         ended = [s for s in steps if s.done and agent_key(s.behavior, s.agent_id) in self._live]
         for step in ended:
             key = agent_key(step.behavior, step.agent_id)
-            obs[key], rewards[key], infos[key] = self._obs(step), self._reward(step), self._info(step)
+            obs[key], rewards[key], infos[key] = self._obs(step), self.reward_of(step), self.info_of(step)
             terminated[key], truncated[key] = not step.interrupted, step.interrupted
             self._live.discard(key)
             self._starters.discard(key)
@@ -360,7 +360,7 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
             key = agent_key(step.behavior, step.agent_id)
             if relay and key not in self._live:
                 continue
-            obs[key], rewards[key], infos[key] = self._obs(step), self._reward(step), self._info(step)
+            obs[key], rewards[key], infos[key] = self._obs(step), self.reward_of(step), self.info_of(step)
             self._live.add(key)
             self._last_obs[key] = obs[key]
 
@@ -375,6 +375,25 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
 
     def _restart_after(self, err: PlayerError) -> tuple[dict, dict, dict, dict, dict]:
         """Replace a crashed or hung player and end the episode as truncated, if the limits allow."""
+        self._carry = self.restart_game(err)
+        obs = {key: self._last_obs[key] for key in self._live}
+        zero = {key: 0.0 for key in self._live}
+        truncated = {key: True for key in self._live} | {ALL: True}
+        terminated = {key: False for key in self._live} | {ALL: False}
+        infos = {key: {"player_restarted": True} for key in self._live}
+        self._live.clear()
+        self.agents = []
+        return obs, zero, terminated, truncated, infos
+
+    def first_agents(self) -> list[AgentStep]:
+        """The agents of the game's first frame after a reset (the one the env started with, else a
+        new reset): for a sampler that steps :attr:`game` itself (the agents-batched loop)."""
+        steps, self._carry = self._carry or self.game.wait_for_agents(self.game.reset()), []
+        return steps
+
+    def restart_game(self, err: PlayerError) -> list[AgentStep]:
+        """Replace a crashed or hung player, if the restart limits allow (else PlayerError); the
+        restarted game's first agents."""
         now = time.monotonic()
         while self._restarts and now - self._restarts[0] > 60.0:
             self._restarts.popleft()
@@ -388,15 +407,15 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         self.restart_count += 1
         self._restarts.append(now)
         self.game.restart()  # sends the game's environment parameters again
-        self._carry = self.game.wait_for_agents(self.game.reset())
-        obs = {key: self._last_obs[key] for key in self._live}
-        zero = {key: 0.0 for key in self._live}
-        truncated = {key: True for key in self._live} | {ALL: True}
-        terminated = {key: False for key in self._live} | {ALL: False}
-        infos = {key: {"player_restarted": True} for key in self._live}
-        self._live.clear()
-        self.agents = []
-        return obs, zero, terminated, truncated, infos
+        return self.game.wait_for_agents(self.game.reset())
+
+    def to_game_action(self, behavior: str, action: Any) -> Action:
+        """RLlib's action for an agent of ``behavior`` as the game gets it (:func:`to_action`)."""
+        return to_action(self.game.specs[behavior], action, self._mapping)
+
+    def observation(self, step: AgentStep) -> Any:
+        """An agent's observation as its behavior's :func:`observation_space` holds it."""
+        return self._obs(step)
 
     def _obs(self, step: AgentStep) -> Any:
         spec = self.game.specs[step.behavior]
@@ -410,11 +429,11 @@ class UnityEnv(RLlibHooks, TaskSettable, MultiAgentEnv):
         return {OBS_KEY: inner, MASK_KEY: mask}
 
     @staticmethod
-    def _reward(step: AgentStep) -> float:
+    def reward_of(step: AgentStep) -> float:
         return float(step.reward + step.group_reward)  # group rewards go to every member (ray #21489)
 
     @staticmethod
-    def _info(step: AgentStep) -> dict[str, Any]:
+    def info_of(step: AgentStep) -> dict[str, Any]:
         return {"group_id": step.group_id, "group_reward": step.group_reward}
 
     def close(self) -> None:

@@ -77,7 +77,13 @@ from envsdk.training.substitutes.ppo.learner import PPOTorchLearner
 from envsdk.training.substitutes.replay import training_step
 from envsdk.training.substitutes.sac.learner import SACTorchLearner
 from envsdk.training.substitutes.sac.module import lean_sac_module
-from envsdk.training.substitutes.sampling import batched_runner, games_at_once, parallel_envs, recording
+from envsdk.training.substitutes.sampling import (
+    agents_batched,
+    batched_runner,
+    games_at_once,
+    parallel_envs,
+    recording,
+)
 
 if TYPE_CHECKING:
     from ray.rllib.algorithms.algorithm import Algorithm
@@ -104,7 +110,7 @@ def build_config(
         config = stage_assemble(exp, keys, own, plan, started, networks)
         stage_hooks(config, own, plan, networks, keys.values)
         stage_initialize(config, own, started)
-        sampler = stage_sampler(config, own, networks)
+        sampler = stage_sampler(config, own, networks, plan)
         check_random_steps_sampler(config, sampler)
         models = stage_check_modules(config, started, networks)
     return stage_finish(exp, algo_class, config, keys, own, plan, started, sampler=sampler, models=models)
@@ -442,19 +448,34 @@ def stage_initialize(config: AlgorithmConfig, own: OwnKeys, started: StartedEnv)
     add_callback(config, "on_algorithm_init", load, first=True)
 
 
-def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks) -> str:
+def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks, plan: EnvPlan) -> str:
     """``sampler:``: single-agent env runners sample with the batched loop
-    (:mod:`envsdk.training.substitutes.sampling.batched_runner`) unless the config needs RLlib's,
-    which a notice names.
-    Returns what the env runners use: "batched", or "rllib (why)"; ``output:`` records on either
-    (:mod:`envsdk.training.substitutes.sampling.recording`)."""
+    (:mod:`envsdk.training.substitutes.sampling.batched_runner`), a Unity game's multi-agent ones
+    with the agents-batched loop (:mod:`envsdk.training.substitutes.sampling.agents_batched`), unless
+    the config needs RLlib's, which a notice names.
+    Returns what the env runners use: "batched", "agents-batched", or "rllib (why)"; ``output:``
+    records on the single-agent ones (:mod:`envsdk.training.substitutes.sampling.recording`)."""
     recording.prepare(config, one_file=own.stock.on(substitutions.ONE_FILE_PER_WRITE))
-    if not own.stock.on(substitutions.BATCHED_SAMPLER):
+    unity_agents = config.is_multi_agent and agents_batched.is_unity(plan.target)
+    if not unity_agents and not own.stock.on(substitutions.BATCHED_SAMPLER):
         return f"rllib (stock: {substitutions.BATCHED_SAMPLER} off)"
     if own.sampler == "rllib" or networks.model.old_stack:
         return "rllib"
     if config.env_runner_cls is not None:
         return f"rllib ({config.env_runner_cls.__name__}, the config's env_runner_cls)"
+    if unity_agents:
+        if not own.stock.on(substitutions.AGENTS_BATCHED):
+            return f"rllib (stock: {substitutions.AGENTS_BATCHED} off)"
+        why = agents_batched.why_not_agents_batched(config, own.self_play is not None)
+        if why is not None:
+            notice(f"sampler: RLlib's env runner loop, as {why}")
+            return f"rllib ({why})"
+        config.env_runners(env_runner_cls=agents_batched.AgentsBatchedRunner)
+        notice(
+            f"{substitutions.AGENTS_BATCHED}: each policy acts for all its agents of a frame at once;"
+            f" an episode is one agent's life (ENVSDK_STOCK={substitutions.AGENTS_BATCHED}: RLlib's loop)"
+        )
+        return "agents-batched"
     why = batched_runner.why_not_batched(config)
     if why is not None:
         notice(f"sampler: RLlib's env runner loop, as {why}")

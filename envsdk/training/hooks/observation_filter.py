@@ -30,7 +30,7 @@ import numpy as np
 import torch
 import tree as dm_tree
 from ray.rllib.connectors.connector_v2 import ConnectorV2
-from ray.rllib.utils.spaces.space_utils import get_base_struct_from_space
+from ray.rllib.utils.spaces.space_utils import batch, get_base_struct_from_space
 
 from envsdk.envs.base import MASK_KEY, OBS_KEY, has_action_mask
 from envsdk.envs.spaces import inner_space, observation_leaves
@@ -216,6 +216,29 @@ class ObservationMeanStdFilter(ConnectorV2):
             episode.set_observations(at_indices=-1, new_data=normalised)
         return batch  # RLlib's default connectors batch the episodes' (now normalised) observations
 
+    def normalise_rows(self, key: Any, space: gym.Space, rows: list[Any]) -> list[Any]:
+        """Several observations of policy ``key`` at once (a loop that steps many agents: one
+        frame's), as many calls of the connector would normalise them one after another, but for
+        the order within the frame: the statistics take in all of them before any is normalised."""
+        stats = self._stats(key, space)
+        stacked = batch(rows)
+
+        def part(path: Path_, x: Any) -> Any:
+            if path not in stats.seen:
+                return x
+            x = np.asarray(x)
+            if self._update_stats:
+                stats.seen[path].merge(RunningMeanStd.of(x.astype(np.float64)))
+                stats.fresh[path].merge(RunningMeanStd.of(x.astype(np.float64)))
+            seen = stats.seen[path]
+            out = (x - seen.mean) / (seen.std + SMALL_NUMBER)
+            if self.clip_by_value:
+                out = np.clip(out, -self.clip_by_value, self.clip_by_value)
+            return out.astype(x.dtype)
+
+        normalised = dm_tree.map_structure_with_path(part, stacked)
+        return [dm_tree.map_structure(lambda x, i=i: x[i], normalised) for i in range(len(rows))]
+
     def _normalise(self, stats: _AgentStats, path: Path_, x: Any) -> Any:
         if path not in stats.seen:
             return x
@@ -291,10 +314,15 @@ def mean_std_filter(
     return ObservationMeanStdFilter(multi_agent=multi_agent, update_stats=not evaluation, keep_raw=evaluation)
 
 
+def is_mean_std_filter(made: Any) -> bool:
+    """Whether an ``env_to_module_connector`` is :func:`mean_std_filter`'s (for training)."""
+    return isinstance(made, functools.partial) and made.func is mean_std_filter
+
+
 def freeze_observation_filter(config: Any) -> None:
     """Evaluate with the trained MeanStdFilter statistics as they are, keeping raw observations."""
     made = env_to_module_connector(config)
-    if isinstance(made, functools.partial) and made.func is mean_std_filter:
+    if is_mean_std_filter(made):
         config.env_runners(env_to_module_connector=functools.partial(made, evaluation=True))
 
 

@@ -67,6 +67,7 @@ from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 from envsdk import internals
 from envsdk.training.hooks import faults
 from envsdk.training.hooks.callbacks import READS_THE_EPISODE_ONLY, hook_list
+from envsdk.training.hooks.observation_filter import is_mean_std_filter
 from envsdk.training.substitutes.sampling.policy_pass import PolicyPass, policy_pass
 
 logger = logging.getLogger(__name__)
@@ -98,6 +99,13 @@ def why_not_batched(config: Any) -> str | None:
     """
     if config.is_multi_agent:
         return "multi-agent envs sample with RLlib's MultiAgentEnvRunner"
+    return why_not_our_loop(config)
+
+
+def why_not_our_loop(config: Any, takes_filter: bool = False) -> str | None:
+    """What keeps a config on RLlib's own sampling loop, single- or multi-agent alike (None: nothing):
+    recording whole episodes, a connector piece (``takes_filter``: but ``observation_filter:
+    MeanStdFilter``'s, which the loop applies itself), a recurrent model, a user's episode callbacks."""
     if config.output and config.output_write_episodes:
         return (
             "output: records whole episodes, which RLlib's recorder packs before they become numpy"
@@ -108,7 +116,8 @@ def why_not_batched(config: Any) -> str | None:
         (internals.env_to_module_connector(config), internals.module_to_env_connector(config)),
         strict=True,
     ):
-        if made is not None:
+        ours = takes_filter and is_mean_std_filter(made) and not made.keywords.get("evaluation")
+        if made is not None and not ours:
             return f"an {side} is set (observation_filter: MeanStdFilter, or one of yours)"
     model = config.model_config if isinstance(config.model_config, dict) else {}
     if model.get("use_lstm") or model.get("use_attention"):
@@ -172,7 +181,7 @@ def _diag_gaussian(inputs: np.ndarray, rng: np.random.Generator) -> tuple[np.nda
 DRAWS = {TorchCategorical: _categorical, TorchDiagGaussian: _diag_gaussian}
 
 
-def _on_cpu(value: Any) -> bool:
+def on_cpu(value: Any) -> bool:
     """A tensor numpy can read in place (a GPU module's outputs are drawn by the GetActions piece)."""
     return isinstance(value, torch.Tensor) and value.device.type == "cpu"
 
@@ -180,7 +189,7 @@ def _on_cpu(value: Any) -> bool:
 REDUCED = (np.dtype(np.float32), np.dtype(np.int32))  # what RLlib's convert_to_numpy leaves as they are
 
 
-def _to_numpy(out: dict[str, Any]) -> dict[str, Any]:
+def outputs_to_numpy(out: dict[str, Any]) -> dict[str, Any]:
     """RLlib's ``convert_to_numpy`` (TensorToNumpy) for the usual output, a flat dict of CPU tensors
     and arrays: floats as float32 and signed ints as int32.  Anything else goes through RLlib's."""
     if not all(
@@ -200,7 +209,7 @@ def _to_numpy(out: dict[str, Any]) -> dict[str, Any]:
     return converted
 
 
-def _to_tensor(obs: Any, device: Any) -> Any:
+def obs_to_tensor(obs: Any, device: Any) -> Any:
     """RLlib's ``convert_to_torch_tensor`` (NumpyToTensor): one array as a float32 (or integer)
     tensor without a copy, anything else through RLlib's own function."""
     if isinstance(obs, np.ndarray) and obs.dtype != object and device.type == "cpu" and obs.flags.writeable:
@@ -432,7 +441,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                     inputs: Any = out.get(Columns.ACTION_DIST_INPUTS)
                     array = (
                         inputs.numpy()
-                        if draw is not None and Columns.ACTIONS not in out and _on_cpu(inputs)
+                        if draw is not None and Columns.ACTIONS not in out and on_cpu(inputs)
                         else None
                     )
                     if draw is not None and array is not None and np.isfinite(array).all():
@@ -440,7 +449,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                         out[Columns.ACTIONS], out[Columns.ACTION_LOGP] = draw(array, self.rng)
                     else:  # the piece samples, or raises on NaN inputs (the env-fault guard's error)
                         out = get_actions(rl_module=module, batch=out, episodes=episodes, explore=explore)
-                    out = _to_numpy(out)
+                    out = outputs_to_numpy(out)
                     actions = out.pop(Columns.ACTIONS)
                     out.pop(Columns.ACTIONS_FOR_ENV, None)
                     env_actions = for_env(actions)
@@ -451,7 +460,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
                     steps.failed = True
                     break
                 steps.add(results[0], actions, results, out)
-                state.keep_module_input({Columns.OBS: _to_tensor(results[0], device)})
+                state.keep_module_input({Columns.OBS: obs_to_tensor(results[0], device)})
         finally:
             if was_training:
                 module.train()

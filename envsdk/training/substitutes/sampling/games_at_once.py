@@ -57,6 +57,11 @@ class GamesAtOnce:
         self.resetting = np.zeros(len(self.subs), bool)  # sub-envs whose next step is their reset
         self._reset, self._step, self._close = env.reset, env.step, env.close
         env.reset, env.step, env.close = self.reset, self.step, self.close
+        env.games_at_once = self  # a loop that steps the games itself (agents_batched.py) takes the pool
+
+    def run(self, call: Callable[[Any], Any]) -> list[Any]:
+        """``call(sub_env)`` for every sub-env at once, in its thread; the results in order."""
+        return list(self.pool.map(call, self.subs))
 
     def reset(self, *args: Any, **kwargs: Any) -> Any:
         out = self._reset(*args, **kwargs)
