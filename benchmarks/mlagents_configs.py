@@ -26,7 +26,10 @@ passes it at its 6th summary (about 50 s from launch) and mlagents-learn at its 
 below 2.5 the first summaries (1.8-2.2, an untrained policy's) are too close to it to say much.
 Pairs alternate which side runs first.
 
-    python benchmarks/mlagents_configs.py [--pairs 3] [--target 3.0]
+``--game Chase``: the stand-in's Chase with 12 agents and benchmarks/trainer_configs/Chase.ppo.yaml
+(configs/unity-chase.yaml's settings in mlagents-learn's keys), to 0.85 per agent.
+
+    python benchmarks/mlagents_configs.py [--game 3DBall|Chase] [--pairs 3] [--target T]
 """
 
 from __future__ import annotations
@@ -54,8 +57,22 @@ from unity_vs_mlagents import SUMMARY, mlagents_venv
 
 from unity_bridge.standin.build import BUILDS, write_build
 
-GAME = "3DBall"
-CONFIG = ROOT / "tests" / "data" / "mlagents_configs" / "3DBall.ppo.yaml"
+# game -> (its trainer config, the stand-in's build arguments, what the config is, the default target)
+GAMES = {
+    "3DBall": (
+        ROOT / "tests" / "data" / "mlagents_configs" / "3DBall.ppo.yaml",
+        BUILDS["3DBall"],
+        "ML-Agents' 3DBall PPO config; 12 agents in one scene; +0.1 a step for at most 40 steps",
+        3.0,
+    ),
+    "Chase": (
+        ROOT / "benchmarks" / "trainer_configs" / "Chase.ppo.yaml",
+        ["--game", "chase", "--agents", "12", "--max-steps", "30"],
+        "configs/unity-chase.yaml's PPO in mlagents-learn's keys; 12 agents in one scene; +1 at the"
+        " target, -0.01 a step",
+        0.85,
+    ),
+}
 AGENT_RETURN = "env_runners/agent_return_mean"
 AGENT_STEPS = "env_runners/num_agent_steps_sampled_lifetime"
 POLL_S = 0.2
@@ -148,13 +165,14 @@ def run(command: list[str], folder: Path, summaries: Summaries, target: float, c
     }  # fmt: skip
 
 
-def command(side: str, learn: Path, folder: Path, seed: int) -> list[str]:
+def command(side: str, learn: Path, folder: Path, seed: int, game: str) -> list[str]:
+    config = GAMES[game][0]
     port = ["--base-port", str(6100 + 10 * (seed % 100))]
     common = ["--no-graphics", f"--run-id=r{seed}", f"--results-dir={folder / 'results'}", f"--seed={seed}"]
     if side == "ours":
-        game = folder / "builds" / GAME
-        return [sys.executable, str(ROOT / "train.py"), str(CONFIG), f"--env={game}", *common, *port]
-    return [str(learn), str(CONFIG), f"--env={folder / 'builds' / f'{GAME}.x86_64'}", *common, *port]
+        build = folder / "builds" / game
+        return [sys.executable, str(ROOT / "train.py"), str(config), f"--env={build}", *common, *port]
+    return [str(learn), str(config), f"--env={folder / 'builds' / f'{game}.x86_64'}", *common, *port]
 
 
 def per_summary(summaries: list[tuple[int, float]]) -> str:
@@ -166,17 +184,21 @@ def per_summary(summaries: list[tuple[int, float]]) -> str:
     return f"{min(steps)}" if min(steps) == max(steps) else f"{min(steps)}-{max(steps)}"
 
 
-def report(runs: dict[str, list[dict[str, Any]]], target: float) -> list[str]:
+def report(runs: dict[str, list[dict[str, Any]]], target: float, game: str) -> list[str]:
+    config, _, what, _ = GAMES[game]
     buffer = next(
         (ln.split()[-1] for ln in runs["mlagents"][0]["log"].splitlines() if "buffer_size:" in ln), "?"
     )
     lines = [
-        f"### mlagents_configs: {CONFIG.name} on the stand-in {GAME} to {target:.1f} per agent, train.py vs"
+        "### mlagents_configs: mlagents-learn trainer configs on the stand-in games, train.py vs"
         f" mlagents-learn 1.1.0, {datetime.date.today()}",
         f"Machine: {machine()}. `python benchmarks/{Path(__file__).name} {' '.join(sys.argv[1:])}`."
-        f" The same trainer config file, unchanged, on both sides (ML-Agents' 3DBall PPO config; 12 agents"
-        f" in one scene); each side timed from launch to its first summary whose mean reward per agent"
+        f" The same trainer config file, unchanged, on both sides ({what}); each side timed from launch to"
+        f" its first summary whose mean reward per agent"
         f" reaches the target. Steps are agent steps.",
+        "",
+        f"**{config.name} on the stand-in {game}, train.py against mlagents-learn: seconds to {target:.2f}"
+        " per agent**",
         "",
         "| seed (first) | ours: s | ours: agent steps | ours: reward | mlagents-learn: s"
         " | mlagents-learn: agent steps | mlagents-learn: reward | ratio |",
@@ -196,7 +218,7 @@ def report(runs: dict[str, list[dict[str, Any]]], target: float) -> list[str]:
     steps = {side: statistics.median(r["steps"] for r in rs) for side, rs in runs.items()}
     lines += [
         "",
-        f"Median seconds to {target:.1f} per agent (a run that did not reach it counts with the time it ran):"
+        f"Median seconds to {target:.2f} per agent (a run that did not reach it counts with the time it ran):"
         f" ours {median['ours']:.1f}, mlagents-learn {median['mlagents']:.1f}; ratio ours/mlagents-learn ="
         f" {median['ours'] / median['mlagents']:.2f}. Median agent steps to it: ours {steps['ours']:.0f},"
         f" mlagents-learn {steps['mlagents']:.0f}. Agent steps per summary: ours"
@@ -212,11 +234,13 @@ def report(runs: dict[str, list[dict[str, Any]]], target: float) -> list[str]:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--pairs", type=int, default=3)
-    p.add_argument("--target", type=float, default=3.0, help="mean reward per agent (of 4.0)")
+    p.add_argument("--game", choices=list(GAMES), default="3DBall")
+    p.add_argument("--target", type=float, help="mean reward per agent (default: the game's)")
     p.add_argument("--cap", type=float, default=240.0, help="seconds per run")
     p.add_argument("--mlagents-venv", type=Path, default=Path.home() / ".cache" / "envsdk" / "mlagents-1.1.0")
     p.add_argument("--keep", type=Path, help="copy each run's folder (log, results) here")
     args = p.parse_args()
+    target = args.target if args.target is not None else GAMES[args.game][3]
     learn = mlagents_venv(args.mlagents_venv)
     runs: dict[str, list[dict[str, Any]]] = {"ours": [], "mlagents": []}
     with tempfile.TemporaryDirectory() as tmp:
@@ -225,14 +249,14 @@ def main() -> None:
             sides = ("ours", "mlagents") if pair % 2 == 0 else ("mlagents", "ours")
             for side in sides:
                 folder = Path(tmp) / f"{side}-{seed}"
-                write_build(folder / "builds", GAME, BUILDS[GAME])
+                write_build(folder / "builds", args.game, GAMES[args.game][1])
                 print(f"{side} seed {seed} ...", end=" ", flush=True)
                 found = (
                     ours_summaries(folder / "results" / f"r{seed}")
                     if side == "ours"
                     else mlagents_summaries(folder / "log.txt")
                 )
-                result = run(command(side, learn, folder, seed), folder, found, args.target, args.cap)
+                result = run(command(side, learn, folder, seed, args.game), folder, found, target, args.cap)
                 runs[side].append({**result, "seed": seed, "first": sides[0]})
                 state = "reached" if result["solved"] else "NOT reached"
                 print(
@@ -243,7 +267,7 @@ def main() -> None:
                 )
                 if args.keep:
                     shutil.copytree(folder, args.keep / folder.name, dirs_exist_ok=True)
-    append_results(report(runs, args.target))
+    append_results(report(runs, target, args.game))
 
 
 if __name__ == "__main__":

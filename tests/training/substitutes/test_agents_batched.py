@@ -39,7 +39,9 @@ GAMES = {
 }
 
 
-def _built(tmp_path: Path, game: str, extra: tuple[str, ...] = (), **config: Any) -> Any:
+def _built(
+    tmp_path: Path, game: str, extra: tuple[str, ...] = (), env: dict | None = None, **config: Any
+) -> Any:
     settings = {
         "run": "PPO",
         "env": "unity",
@@ -48,6 +50,7 @@ def _built(tmp_path: Path, game: str, extra: tuple[str, ...] = (), **config: Any
                 "file_name": str(PLAYERS / "builds" / game),
                 "no_graphics": True,
                 "additional_args": [*GAMES[game], *extra],
+                **(env or {}),
             },
             "num_env_runners": 0,
             "train_batch_size": 40,
@@ -246,3 +249,26 @@ def test_observation_filter_normalises_each_frame_as_rllibs_connector_keeps_it(t
     )
     assert np.abs(kept).max() <= 10.0 and abs(float(kept.mean())) < 0.5  # normalised and clipped at 10
     assert not np.allclose(kept[: len(seen_raw)].mean(), seen_raw.mean())
+
+
+@pytest.mark.slow
+def test_episode_horizon_cuts_a_life_that_goes_on_from_its_last_observation(tmp_path: Path) -> None:
+    """``episode_horizon: 5``: every life is cut after 5 decisions, truncated, and the agent (the same
+    id, in the same game) goes on in a new episode from the observation it was cut at."""
+    built = _built(tmp_path, "Chase", env={"episode_horizon": 5}, num_envs_per_env_runner=2)
+    ours = AgentsBatchedRunner(config=built.config.copy(copy_frozen=False), worker_index=0)
+    try:
+        first = ours.sample(num_timesteps=40)
+        second = ours.sample(num_timesteps=20)  # where the lives cut in the first one's last frame go on
+    finally:
+        ours.stop()
+    singles = [single for e in first + second for single in e.agent_episodes.values()]
+    assert max(len(s) for s in singles) <= 5
+    cut = [s for e in first for s in e.agent_episodes.values() if s.is_truncated and len(s) == 5]
+    assert cut
+    for single in cut:
+        last = tree.flatten(single.get_observations(-1))
+        starts = [tree.flatten(s.get_observations(0)) for s in singles if s.agent_id == single.agent_id]
+        assert any(all(map(np.array_equal, last, first)) for first in starts if first is not last), (
+            single.agent_id
+        )

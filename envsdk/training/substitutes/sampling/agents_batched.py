@@ -135,7 +135,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
         self._lives: list[dict[int, _Life]] = []  # per game: Unity agent id -> its life
         self._asking: list[list[Any]] = []  # per game: the AgentSteps waiting for a decision
         self._fresh: list[tuple[_Life, int]] = []  # the frame's new observations: (life, index in obs)
-        self._successors: dict[str, tuple[int, int]] = {}  # lives cut at episode_horizon -> (game, uid)
+        self._successors: list[tuple[_Life, int, int]] = []  # lives cut at episode_horizon, game, uid
         self._filter: ObservationMeanStdFilter | None = None  # observation_filter: MeanStdFilter's
         seed = config.seed
         self.rng = np.random.default_rng(None if seed is None else [seed, self.worker_index or 0])
@@ -346,15 +346,12 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
             else:
                 ended += self._frame(i, game, reply)
         self._take_fresh(games)
-        done = []
-        for life, terminated, truncated in ended:
-            done.append(self._episode(life, terminated, truncated))
-            if life.agent_id in self._successors:  # episode_horizon: it goes on from its last observation
-                game, uid = self._successors.pop(life.agent_id)
-                self._lives[game][uid] = _Life(
-                    life.agent_id, life.behavior, life.module_id, life.obs[-1], life.infos[-1]
-                )
-        return done
+        for life, game, uid in self._successors:  # episode_horizon: each goes on from its last observation
+            self._lives[game][uid] = _Life(
+                life.agent_id, life.behavior, life.module_id, life.obs[-1], life.infos[-1]
+            )
+        self._successors = []
+        return [self._episode(life, terminated, truncated) for life, terminated, truncated in ended]
 
     def _take_fresh(self, games: list[Any]) -> None:
         """The frame's new observations, per policy in one batch: checked by the env guard as the
@@ -401,7 +398,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
                 ended.append((life, not step.interrupted, bool(step.interrupted)))
             elif horizon is not None and len(life.rewards) >= horizon:
                 ended.append((life, False, True))
-                self._successors[life.agent_id] = (index, step.agent_id)
+                self._successors.append((life, index, step.agent_id))
         self._asking[index] = []
         self._arrive(index, game, asking)
         return ended
