@@ -260,6 +260,7 @@ def test_episode_horizon_cuts_a_life_that_goes_on_from_its_last_observation(tmp_
     try:
         first = ours.sample(num_timesteps=40)
         second = ours.sample(num_timesteps=20)  # where the lives cut in the first one's last frame go on
+        small = [ours.sample(num_timesteps=4) for _ in range(8)]  # 2 frames each: a life spans samples
     finally:
         ours.stop()
     singles = [single for e in first + second for single in e.agent_episodes.values()]
@@ -272,3 +273,23 @@ def test_episode_horizon_cuts_a_life_that_goes_on_from_its_last_observation(tmp_
         assert any(all(map(np.array_equal, last, first)) for first in starts if first is not last), (
             single.agent_id
         )
+    lengths: dict[str, int] = defaultdict(int)  # a life's steps over its chunks
+    for e in (e for sample in small for e in sample):
+        lengths[e.id_] += len(e)
+    ended = {e.id_ for sample in small for e in sample if e.is_truncated}
+    assert ended and max(lengths.values()) <= 5 and any(lengths[i] == 5 for i in ended)
+
+
+@pytest.mark.slow
+def test_whole_episodes_are_rounds_of_the_game_sampled_by_rllibs_loop(tmp_path: Path) -> None:
+    """``sample(num_episodes=N)`` (evaluation by episodes): RLlib's loop, whose episode is a round
+    of the game with all its agents; the next sample by timesteps starts the lives afresh."""
+    built = _built(tmp_path, "Chase")
+    ours = AgentsBatchedRunner(config=built.config.copy(copy_frozen=False), worker_index=0)
+    try:
+        rounds = ours.sample(num_episodes=1, explore=False)
+        after = ours.sample(num_timesteps=20)
+    finally:
+        ours.stop()
+    assert len(rounds) == 1 and rounds[0].is_done and len(rounds[0].agent_episodes) >= 4
+    assert all(len(e.agent_episodes) == 1 for e in after) and sum(len(e) for e in after) >= 0.75 * 20 * 4

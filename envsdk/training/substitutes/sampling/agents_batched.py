@@ -25,7 +25,9 @@ What changes against RLlib's runner: its episodes are a round of the game holdin
 ``episode_len_mean`` are per agent (what mlagents-learn reports as its mean reward), and
 ``agent_return_mean`` is unchanged.  RLlib's loop samples, with a notice, where this one does not
 cover the config: a user's episode callbacks or connectors, recurrent modules, self-play, POCA
-(its group critic reads the groupmates of each step in one episode), random actions.
+(its group critic reads the groupmates of each step in one episode), ``batch_mode:
+complete_episodes``; and, call by call, random actions and samples of whole episodes (evaluation by
+episodes): those are rounds of the game, where counting lives would keep the first to end.
 """
 
 from __future__ import annotations
@@ -137,6 +139,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
         self._fresh: list[tuple[_Life, int]] = []  # the frame's new observations: (life, index in obs)
         self._successors: list[tuple[_Life, int, int]] = []  # lives cut at episode_horizon, game, uid
         self._filter: ObservationMeanStdFilter | None = None  # observation_filter: MeanStdFilter's
+        self._forward_s = 0.0  # the sample's forward passes
         seed = config.seed
         self.rng = np.random.default_rng(None if seed is None else [seed, self.worker_index or 0])
 
@@ -185,49 +188,45 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
         random_actions: bool = False,
         force_reset: bool = False,
     ) -> list[Any]:
-        if random_actions or self.why_not() is not None:
+        if random_actions or num_episodes is not None or self.why_not() is not None:
+            # Whole episodes (batch_mode: complete_episodes, evaluation by episodes) are rounds of the
+            # game, RLlib's: counting agent lives would keep the first lives to end and drop the rest.
+            # RLlib's loop starts the games afresh and leaves them to be started afresh here.
             return super()._sample(
                 num_timesteps=num_timesteps, num_episodes=num_episodes, explore=explore,
                 random_actions=random_actions, force_reset=force_reset,
             )  # fmt: skip
         state = internals.MultiRunnerState(self)
         games = self.games()
-        if force_reset or num_episodes is not None or state.needs_reset or len(self._lives) != len(games):
+        if force_reset or state.needs_reset or len(self._lives) != len(games):
             self._start(games, state)
-        if num_episodes is not None:
-            state.needs_reset = True
         by_agents = self.config.count_steps_by == "agent_steps"
-        env_steps = agent_steps = 0
+        env_steps = agent_steps = frames = 0
         done: list[Any] = []
-        forward_s = 0.0
+        self._forward_s = 0.0
         modules: Any = self.module
         training = [m for m in modules.values() if getattr(m, "training", False)]
         for module in training:
             module.eval()
         try:
-            while (
-                len(done) < num_episodes
-                if num_episodes is not None
-                else (agent_steps if by_agents else env_steps) < int(num_timesteps or 0)
-            ):
-                began = time.perf_counter()
+            while (agent_steps if by_agents else env_steps) < int(num_timesteps or 0):
                 acted = self._act(games, explore, env_steps)
-                forward_s += time.perf_counter() - began
                 replies = self._step(games)
                 done += self._collect(games, replies)
                 env_steps += len(games)
                 agent_steps += acted
+                frames += 1
         finally:
             for module in training:
                 module.train()
-        chunks = self._cut() if num_timesteps is not None else []
+        chunks = self._cut()
         for episode in done:
             state.episode_callback("on_episode_end", episode, games)
         state.finished(done, chunks)
         self._count(env_steps, done + chunks)
         state.count_env_steps(env_steps)
-        if env_steps:
-            self.metrics.log_value(RLMODULE_INFERENCE_TIMER, forward_s / env_steps, reduce="ema")
+        if frames:  # RLlib's loop times its one forward pass of a step (all games)
+            self.metrics.log_value(RLMODULE_INFERENCE_TIMER, self._forward_s / frames, reduce="ema")
         return done + chunks
 
     def _cut(self) -> list[Any]:
@@ -262,7 +261,9 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
         per_game: list[dict[str, dict[int, Any]]] = [{} for _ in games]
         for mid, members in rows.items():
             lives = [self._lives[i][step.agent_id] for i, step in members]
+            began = time.perf_counter()
             out = self._forward(mid, batch([life.obs[-1] for life in lives]), explore, t)
+            self._forward_s += time.perf_counter() - began
             actions = out.pop(Columns.ACTIONS)
             out[WEIGHTS_SEQ_NO] = np.full(len(lives), seq_no)
             for row, ((i, step), life) in enumerate(zip(members, lives, strict=True)):
@@ -396,7 +397,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
             if step.done:
                 del lives[step.agent_id]
                 ended.append((life, not step.interrupted, bool(step.interrupted)))
-            elif horizon is not None and len(life.rewards) >= horizon:
+            elif horizon is not None and life.t_started + len(life.rewards) >= horizon:  # over its chunks
                 ended.append((life, False, True))
                 self._successors.append((life, index, step.agent_id))
         self._asking[index] = []
@@ -495,4 +496,6 @@ def why_not_agents_batched(config: Any, self_play: bool) -> str | None:
         return "self_play swaps the opponents' policies by episode"
     if isinstance(config, POCAConfig):
         return "run: POCA's group critic reads each step's groupmates in one episode"
+    if config.batch_mode == "complete_episodes":
+        return "batch_mode: complete_episodes samples whole rounds of the game"
     return why_not_our_loop(config, takes_filter=True)
