@@ -5,7 +5,35 @@ from __future__ import annotations
 from typing import Any
 
 
-class RunnerState:
+class _EnvRunnerState:
+    """What RLlib's single- and multi-agent env runners keep alike (ray/rllib/env/env_runner.py and
+    both runners' ``__init__`` on 2.60): the reset flag, the weights' sequence number, the episodes
+    kept for the runner's metrics and Ray's counter of env steps sampled."""
+
+    def __init__(self, runner: Any) -> None:
+        self.runner = runner
+
+    @property
+    def needs_reset(self) -> bool:
+        return bool(self.runner._needs_initial_reset)
+
+    @property
+    def weights_seq_no(self) -> int:
+        return int(self.runner._weights_seq_no)
+
+    def finished(self, done: list[Any], chunks: list[Any]) -> None:
+        """Remember a sample's ended episodes and ongoing chunks for the runner's episode metrics
+        (``get_metrics`` sums an episode's chunks by id)."""
+        self.runner._done_episodes_for_metrics.extend(done)
+        for chunk in chunks:
+            self.runner._ongoing_episodes_for_metrics[chunk.id_].append(chunk)
+
+    def count_env_steps(self, steps: int) -> None:
+        """Ray's counter of env steps sampled (``_log_env_steps``), once per sample."""
+        self.runner._log_env_steps(metric=self.runner._metrics_num_env_steps_sampled, num_steps=steps)
+
+
+class RunnerState(_EnvRunnerState):
     """The private state of RLlib's ``SingleAgentEnvRunner`` that a replacement of its ``_sample``
     loop (envsdk.training.substitutes.sampling.batched_runner) reads and writes, named for what the
     loop does with it.
@@ -13,9 +41,6 @@ class RunnerState:
     Each member is one attribute or method of ray/rllib/env/single_agent_env_runner.py (or
     env_runner.py) on 2.60, used as RLlib's own loop uses it; tests/base/test_internals.py checks them.
     """
-
-    def __init__(self, runner: Any) -> None:
-        self.runner = runner
 
     @property
     def episodes(self) -> list[Any]:
@@ -25,10 +50,6 @@ class RunnerState:
     @episodes.setter
     def episodes(self, episodes: list[Any]) -> None:
         self.runner._ongoing_episodes = episodes
-
-    @property
-    def needs_reset(self) -> bool:
-        return bool(self.runner._needs_initial_reset)
 
     def reset_at_next_sample(self) -> None:
         self.runner._needs_initial_reset = True
@@ -90,10 +111,6 @@ class RunnerState:
             self.runner.metrics.log_value(ENV_STEP_TIMER, seconds / calls, reduce="ema")
             self.runner._log_env_steps(metric=self.runner._metrics_num_try_env_step, num_steps=calls)
 
-    @property
-    def weights_seq_no(self) -> int:
-        return int(self.runner._weights_seq_no)
-
     def new_episode(self, index: int) -> None:
         """A new, empty episode for sub-env ``index`` (``on_episode_created``)."""
         episodes = self.runner._ongoing_episodes
@@ -103,15 +120,9 @@ class RunnerState:
         """``on_episode_start``/``_end`` for sub-env ``index``'s ongoing episode."""
         self.runner._make_on_episode_callback(which, index, self.runner._ongoing_episodes)
 
-    def finished(self, done: list[Any], chunks: list[Any]) -> None:
-        """Remember a sample's ended episodes and ongoing chunks for the runner's episode metrics."""
-        self.runner._done_episodes_for_metrics.extend(done)
-        for chunk in chunks:
-            self.runner._ongoing_episodes_for_metrics[chunk.id_].append(chunk)
-
     def count_sampled(self, steps: int, episodes: int) -> None:
         """The sample's env steps and ended episodes in the runner's metrics and Ray's counter."""
-        self.runner._log_env_steps(metric=self.runner._metrics_num_env_steps_sampled, num_steps=steps)
+        self.count_env_steps(steps)
         self.runner._increase_sampled_metrics(steps, episodes)
 
 
@@ -160,7 +171,7 @@ def keeps_default_passes(module: Any) -> bool:
     )
 
 
-class MultiRunnerState:
+class MultiRunnerState(_EnvRunnerState):
     """The private state of RLlib's ``MultiAgentEnvRunner`` that the agents-batched loop
     (envsdk.training.substitutes.sampling.agents_batched) reads and writes.
 
@@ -168,35 +179,17 @@ class MultiRunnerState:
     RLlib's own loop uses it; tests/base/test_internals.py checks them.
     """
 
-    def __init__(self, runner: Any) -> None:
-        self.runner = runner
-
-    @property
-    def needs_reset(self) -> bool:
-        return bool(self.runner._needs_initial_reset)
-
-    @needs_reset.setter
-    def needs_reset(self, value: bool) -> None:
-        self.runner._needs_initial_reset = value
+    def started(self) -> None:
+        """Every game started afresh by the loop itself: no reset due (``_needs_initial_reset``)."""
+        self.runner._needs_initial_reset = False
 
     def chunks_before(self, episode_id: str) -> list[Any]:
         """The chunks of an episode returned by earlier samples (``prev_episode_chunks``)."""
         return list(self.runner._ongoing_episodes_for_metrics.get(episode_id, ()))
 
-    def finished(self, done: list[Any], chunks: list[Any]) -> None:
-        """Remember a sample's ended episodes and ongoing chunks for the runner's episode metrics
-        (``get_metrics`` sums an episode's chunks by id)."""
-        self.runner._done_episodes_for_metrics.extend(done)
-        for chunk in chunks:
-            self.runner._ongoing_episodes_for_metrics[chunk.id_].append(chunk)
-
     def forget_ongoing(self) -> None:
         """At a reset of every game, as ``_reset_envs`` does: chunks of episodes that will not end."""
         self.runner._ongoing_episodes_for_metrics.clear()
-
-    @property
-    def weights_seq_no(self) -> int:
-        return int(self.runner._weights_seq_no)
 
     def episode_callback(self, which: str, episode: Any, env: Any) -> None:
         """``on_episode_*`` for an episode the loop built, with the arguments RLlib's
@@ -216,10 +209,6 @@ class MultiRunnerState:
             callbacks_functions=getattr(runner.config, f"callbacks_{which}"),
             kwargs=kwargs,
         )
-
-    def count_env_steps(self, steps: int) -> None:
-        """Ray's counter of env steps sampled (``_log_env_steps``), once per sample."""
-        self.runner._log_env_steps(metric=self.runner._metrics_num_env_steps_sampled, num_steps=steps)
 
 
 def one_agent_episode(agent_episode: Any, episode_id: str, mapping_fn: Any, spaces: tuple[Any, Any]) -> Any:

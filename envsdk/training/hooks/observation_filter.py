@@ -221,22 +221,18 @@ class ObservationMeanStdFilter(ConnectorV2):
         frame's), as many calls of the connector would normalise them one after another, but for
         the order within the frame: the statistics take in all of them before any is normalised."""
         stats = self._stats(key, space)
-        stacked = batch(rows)
 
         def part(path: Path_, x: Any) -> Any:
             if path not in stats.seen:
                 return x
             x = np.asarray(x)
             if self._update_stats:
-                stats.seen[path].merge(RunningMeanStd.of(x.astype(np.float64)))
-                stats.fresh[path].merge(RunningMeanStd.of(x.astype(np.float64)))
-            seen = stats.seen[path]
-            out = (x - seen.mean) / (seen.std + SMALL_NUMBER)
-            if self.clip_by_value:
-                out = np.clip(out, -self.clip_by_value, self.clip_by_value)
-            return out.astype(x.dtype)
+                frame = RunningMeanStd.of(x.astype(np.float64))  # merge() only reads it
+                stats.seen[path].merge(frame)
+                stats.fresh[path].merge(frame)
+            return self._scaled(stats.seen[path], x)
 
-        normalised = dm_tree.map_structure_with_path(part, stacked)
+        normalised = dm_tree.map_structure_with_path(part, batch(rows))
         return [dm_tree.map_structure(lambda x, i=i: x[i], normalised) for i in range(len(rows))]
 
     def _normalise(self, stats: _AgentStats, path: Path_, x: Any) -> Any:
@@ -246,7 +242,10 @@ class ObservationMeanStdFilter(ConnectorV2):
         if self._update_stats:
             stats.seen[path].push(x)
             stats.fresh[path].push(x)
-        part = stats.seen[path]
+        return self._scaled(stats.seen[path], x)
+
+    def _scaled(self, part: RunningMeanStd, x: np.ndarray) -> Any:
+        """``x`` (one observation part, or rows of it) by the part's mean and std, then clipped."""
         out = (x - part.mean) / (part.std + SMALL_NUMBER)
         if self.clip_by_value:
             out = np.clip(out, -self.clip_by_value, self.clip_by_value)

@@ -242,7 +242,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
     def _start(self, games: list[Any], state: internals.MultiRunnerState) -> None:
         """Every game from its first frame: each agent asking for a decision starts a life."""
         state.forget_ongoing()
-        state.needs_reset = False
+        state.started()
         self._lives = [{} for _ in games]
         self._asking = [[] for _ in games]
         for i, game in enumerate(games):
