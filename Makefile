@@ -84,6 +84,7 @@ bench: $(STAMP) sysdeps
 	$(PY) benchmarks/unity_vs_mlagents.py
 	$(PY) benchmarks/mlagents_configs.py
 	$(PY) benchmarks/mlagents_configs.py --game Chase
+	$(PY) benchmarks/mlagents_configs.py --game Dodgeball
 	$(PY) benchmarks/reward_signals.py
 	$(PY) benchmarks/poca.py
 	$(PY) benchmarks/expensive_env.py

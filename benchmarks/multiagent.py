@@ -11,8 +11,8 @@ after the first.  Beside them, the same game stepped in this process with
 random actions (no protocol, no RLlib): the ceiling.  Also the number of progress.csv columns
 the run wrote (RLlib reports some metrics per agent id, and Unity gives an
 agent a new id every episode).  Each seed runs twice, alternating, like for like: as shipped
-(the Unity game through the agents-batched loop, the PettingZoo game through RLlib's runner with
-our speed-ups), and with ``ENVSDK_STOCK=1``: RLlib's own multi-agent runner, every substitution
+(both through the agents-batched loop: the Unity game's lives, the PettingZoo game's rounds as
+RLlib's episodes), and with ``ENVSDK_STOCK=1``: RLlib's own multi-agent runner, every substitution
 off.  Writes a table into benchmarks/RESULTS.md.
 
     python benchmarks/multiagent.py [--iterations 5] [--seeds 0 1 2]
@@ -204,7 +204,8 @@ def main() -> None:
             "seeds, iterations "
             "after the first. Sampled: agent steps per second of the env runner's sampling time. "
             "Trained: agent steps per second of the whole iteration. In-process: the game alone. "
-            "Each seed as shipped (Unity: the agents-batched loop) and with `ENVSDK_STOCK=1` (RLlib's "
+            "Each seed as shipped (the agents-batched loop: Unity's agent lives, PettingZoo's rounds) "
+            "and with `ENVSDK_STOCK=1` (RLlib's "
             "own multi-agent runner, every substitution off), alternating, same seeds and iterations.",
             "",
             "| game | agents | sampled | sampled, RLlib's | gain | trained | trained, RLlib's "

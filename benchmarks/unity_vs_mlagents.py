@@ -52,27 +52,48 @@ MLAGENTS = ["mlagents==1.1.0", "mlagents-envs==1.1.0"]
 MLAGENTS_DEPS = [
     "protobuf==3.20.3", "numpy==1.23.5", "grpcio==1.85.3", "h5py==3.16.0", "Pillow==13.0.0",
     "pyyaml==6.0.3", "six==1.17.0", "attrs==26.1.0", "cattrs==1.5.0", "cloudpickle==3.1.3",
-    "filelock==4.3.1", "tensorboard==2.20.0",
+    "filelock==4.3.1", "tensorboard==2.20.0", "onnx==1.15.0",
 ]  # fmt: skip
+# mlagents 1.1.0 exports its .onnx with torch.onnx.export as torch had it then (TorchScript); torch
+# 2.9 and later default to the dynamo exporter, which needs onnxscript, and mlagents-learn fails at its
+# last step.  Loaded at start-up in the side venv (after the .pth that finds torch): the old default.
+ONNX_DEFAULT = """import functools
+
+import torch.onnx
+
+_export = torch.onnx.export
+
+
+@functools.wraps(_export)
+def export(*args, **kwargs):
+    kwargs.setdefault("dynamo", False)
+    return _export(*args, **kwargs)
+
+
+torch.onnx.export = export
+"""
 SUMMARY = re.compile(r"\. Step: (\d+)\. Time Elapsed: [\d.]+ s\. Mean Reward: (-?\d+(?:\.\d+)?)")
 
 
 def mlagents_venv(folder: Path) -> Path:
     """The side venv's ``mlagents-learn``, made on first use."""
     learn = folder / "bin" / "mlagents-learn"
-    if learn.exists():
-        return learn
-    print(f"making a venv for mlagents-learn in {folder} ...", flush=True)
-    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
     pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q"]
-    subprocess.run([*pip, "--no-deps", "--ignore-requires-python", *MLAGENTS], check=True)
-    subprocess.run([*pip, *MLAGENTS_DEPS], check=True)
-    site = subprocess.run(
-        [str(folder / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True,
-    ).stdout.strip()  # fmt: skip
-    # torch (and what else mlagents needs and this venv has) from here, after the venv's own pins
-    (Path(site) / "zz_envsdk_venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    if not learn.exists():
+        print(f"making a venv for mlagents-learn in {folder} ...", flush=True)
+        subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True)
+        subprocess.run([*pip, "--no-deps", "--ignore-requires-python", *MLAGENTS], check=True)
+    purelib = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    found = subprocess.run(
+        [str(folder / "bin" / "python"), "-c", purelib], check=True, capture_output=True, text=True
+    )
+    site = Path(found.stdout.strip())
+    if not (site / "zzz_envsdk_onnx.pth").exists():  # also a venv made before the exporter's default
+        subprocess.run([*pip, *MLAGENTS_DEPS], check=True)
+        # torch (and what else mlagents needs and this venv has) from here, after the venv's own pins
+        (site / "zz_envsdk_venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+        (site / "envsdk_onnx_default.py").write_text(ONNX_DEFAULT)
+        (site / "zzz_envsdk_onnx.pth").write_text("import envsdk_onnx_default\n")
     return learn
 
 

@@ -247,11 +247,13 @@ TABLE: dict[str, Substitution] = {
         Substitution(
             AGENTS_BATCHED,
             "class",
-            "MultiAgentEnvRunner's sampling loop (_sample) on Unity games (env: unity): its per-agent"
-            " connector runs and add_env_step, an episode per round of the game",
-            "envsdk/training/substitutes/sampling/agents_batched.py",
-            "one forward pass per policy for all its agents of a frame, each agent's life one episode"
-            " built from arrays: agent steps/s on scenes of many agents (benchmarks/multiagent.py)",
+            "MultiAgentEnvRunner's sampling loop (_sample): its per-agent connector runs, per-agent"
+            " counters, and, on Unity games (env: unity), add_env_step and an episode per round",
+            "envsdk/training/substitutes/sampling/agents_batched.py (Unity games),"
+            " envsdk/training/substitutes/sampling/agent_rounds.py (any other multi-agent env)",
+            "one forward pass per policy for all its agents of a step; on a Unity game each agent's life"
+            " one episode built from arrays, elsewhere RLlib's episodes: agent steps/s with many agents"
+            " (benchmarks/multiagent.py)",
         ),
         Substitution(
             POCA,

@@ -289,9 +289,6 @@ def built_config(
 ) -> Any:
     """train.py's BuiltConfig for tests/data/envs/matrix_env.py's spaces (``config``: the YAML's, then
     ``overrides`` as from the command line)."""
-    from envsdk.config.experiment import load_experiments
-    from envsdk.training.build import build_config
-
     shutil.copy(MATRIX_ENV, tmp_path / "matrix_env.py")
     settings = {
         "run": run,
@@ -309,6 +306,15 @@ def built_config(
             **config,
         },
     }
+    return built_from(tmp_path, settings, overrides)
+
+
+def built_from(tmp_path: Path, settings: dict[str, Any], overrides: dict | None = None) -> Any:
+    """train.py's BuiltConfig of one experiment (``settings``: its YAML as a dict), written to
+    tmp_path/exp.yaml and loaded from there."""
+    from envsdk.config.experiment import load_experiments
+    from envsdk.training.build import build_config
+
     path = tmp_path / "exp.yaml"
     path.write_text(yaml.safe_dump({"exp": settings}))
     (exp,) = load_experiments(path)

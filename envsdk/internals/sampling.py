@@ -7,8 +7,9 @@ from typing import Any
 
 class _EnvRunnerState:
     """What RLlib's single- and multi-agent env runners keep alike (ray/rllib/env/env_runner.py and
-    both runners' ``__init__`` on 2.60): the reset flag, the weights' sequence number, the episodes
-    kept for the runner's metrics and Ray's counter of env steps sampled."""
+    both runners on 2.60): the reset flag, the weights' sequence number, the ongoing episode of each
+    sub-env and those kept for the runner's metrics, the reset of every sub-env, the env step with
+    its failure handling, and Ray's counters of env steps."""
 
     def __init__(self, runner: Any) -> None:
         self.runner = runner
@@ -32,16 +33,6 @@ class _EnvRunnerState:
         """Ray's counter of env steps sampled (``_log_env_steps``), once per sample."""
         self.runner._log_env_steps(metric=self.runner._metrics_num_env_steps_sampled, num_steps=steps)
 
-
-class RunnerState(_EnvRunnerState):
-    """The private state of RLlib's ``SingleAgentEnvRunner`` that a replacement of its ``_sample``
-    loop (envsdk.training.substitutes.sampling.batched_runner) reads and writes, named for what the
-    loop does with it.
-
-    Each member is one attribute or method of ray/rllib/env/single_agent_env_runner.py (or
-    env_runner.py) on 2.60, used as RLlib's own loop uses it; tests/base/test_internals.py checks them.
-    """
-
     @property
     def episodes(self) -> list[Any]:
         """The ongoing episode (chunk) of each sub-env."""
@@ -51,21 +42,10 @@ class RunnerState(_EnvRunnerState):
     def episodes(self, episodes: list[Any]) -> None:
         self.runner._ongoing_episodes = episodes
 
-    def reset_at_next_sample(self) -> None:
-        self.runner._needs_initial_reset = True
-
     def reset(self, explore: bool) -> None:
         """Reset every sub-env, start new episodes (``on_episode_created``/``_start``), and compute
         the module's input for the first step."""
         self.runner._reset_envs_and_episodes(explore)
-
-    def take_module_input(self) -> Any:
-        """The module's input for the next step (the env-to-module output the last step left)."""
-        batch, self.runner._cached_to_module = self.runner._cached_to_module, None
-        return batch
-
-    def keep_module_input(self, batch: Any) -> None:
-        self.runner._cached_to_module = batch
 
     def step(self, actions: Any) -> Any:
         """``env.step`` as RLlib's ``_try_env_step`` takes it, less its per-step timer and counter
@@ -119,6 +99,27 @@ class RunnerState(_EnvRunnerState):
     def episode_callback(self, which: str, index: int) -> None:
         """``on_episode_start``/``_end`` for sub-env ``index``'s ongoing episode."""
         self.runner._make_on_episode_callback(which, index, self.runner._ongoing_episodes)
+
+
+class RunnerState(_EnvRunnerState):
+    """The private state of RLlib's ``SingleAgentEnvRunner`` that a replacement of its ``_sample``
+    loop (envsdk.training.substitutes.sampling.batched_runner) reads and writes, named for what the
+    loop does with it.
+
+    Each member is one attribute or method of ray/rllib/env/single_agent_env_runner.py (or
+    env_runner.py) on 2.60, used as RLlib's own loop uses it; tests/base/test_internals.py checks them.
+    """
+
+    def reset_at_next_sample(self) -> None:
+        self.runner._needs_initial_reset = True
+
+    def take_module_input(self) -> Any:
+        """The module's input for the next step (the env-to-module output the last step left)."""
+        batch, self.runner._cached_to_module = self.runner._cached_to_module, None
+        return batch
+
+    def keep_module_input(self, batch: Any) -> None:
+        self.runner._cached_to_module = batch
 
     def count_sampled(self, steps: int, episodes: int) -> None:
         """The sample's env steps and ended episodes in the runner's metrics and Ray's counter."""
@@ -191,7 +192,12 @@ class MultiRunnerState(_EnvRunnerState):
         """At a reset of every game, as ``_reset_envs`` does: chunks of episodes that will not end."""
         self.runner._ongoing_episodes_for_metrics.clear()
 
-    def episode_callback(self, which: str, episode: Any, env: Any) -> None:
+    def prune(self, episode: Any) -> None:
+        """Drop the agents of a MultiAgentEpisode (chunk) that have no step in it, as RLlib's loop
+        does before it returns an episode (``_prune_zero_len_sa_episodes``)."""
+        self.runner._prune_zero_len_sa_episodes(episode)
+
+    def life_callback(self, which: str, episode: Any, env: Any) -> None:
         """``on_episode_*`` for an episode the loop built, with the arguments RLlib's
         ``_make_on_episode_callback`` gives (``prev_episode_chunks`` at its end)."""
         from ray.rllib.callbacks.utils import make_callback

@@ -48,7 +48,7 @@ ALLOWED = {
         "an invariant of RLlib's env runner (it always builds a module from a checkpoint's config); "
         "a traceback is what a report of it needs"
     ),
-    ("envsdk/internals/sampling.py", "RunnerState._step_failed"): (
+    ("envsdk/internals/sampling.py", "_EnvRunnerState._step_failed"): (
         "RLlib's own `raise RuntimeError from error`, kept as RLlib raises it; errors.root_cause reports "
         "the env's error it chains"
     ),

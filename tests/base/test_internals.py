@@ -909,12 +909,20 @@ def test_private_multi_agent_runner_state_and_one_agent_episodes():
 
     init = textual(MultiAgentEnvRunner.__init__) + textual(EnvRunner.__init__)
     for name in ("_needs_initial_reset", "_done_episodes_for_metrics", "_ongoing_episodes_for_metrics",
-                 "_metrics_num_env_steps_sampled", "_weights_seq_no", "_callbacks"):  # fmt: skip
+                 "_metrics_num_env_steps_sampled", "_metrics_num_try_env_step", "_weights_seq_no",
+                 "_callbacks", "_ongoing_episodes"):  # fmt: skip
         assert assigns(init, name), name
-    assert callable(MultiAgentEnvRunner._log_env_steps)
+    for method in ("_log_env_steps", "_reset_envs_and_episodes", "_new_episode", "_make_on_episode_callback",
+                   "_prune_zero_len_sa_episodes"):  # fmt: skip
+        assert callable(getattr(MultiAgentEnvRunner, method)), method
+    sample = textual(MultiAgentEnvRunner._sample)
+    for part in ("self._prune_zero_len_sa_episodes(", "eps.cut(len_lookback_buffer=", "eps.validate()",
+                 "agent_ts += len(observations[env_index])",
+                 "self._try_env_step(actions_for_env)"):  # fmt: skip
+        assert part in sample, part  # what agent_rounds.py's loop does as RLlib's does
     callback = textual(MultiAgentEnvRunner._make_on_episode_callback)
     for part in ("env_index=idx", "prev_episode_chunks", "callbacks_objects=self._callbacks"):
-        assert part in callback, part  # what MultiRunnerState.episode_callback passes in its place
+        assert part in callback, part  # what MultiRunnerState.life_callback passes in its place
     metrics = textual(MultiAgentEnvRunner.get_metrics)
     for part in ("self._done_episodes_for_metrics", "self._ongoing_episodes_for_metrics[eps.id_]", "len(eps)",
                  "eps.get_return()", "eps.get_duration_s()", "sa_eps.module_id"):  # fmt: skip

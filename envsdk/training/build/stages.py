@@ -450,30 +450,31 @@ def stage_initialize(config: AlgorithmConfig, own: OwnKeys, started: StartedEnv)
 
 def stage_sampler(config: AlgorithmConfig, own: OwnKeys, networks: Networks, plan: EnvPlan) -> str:
     """``sampler:``: single-agent env runners sample with the batched loop
-    (:mod:`envsdk.training.substitutes.sampling.batched_runner`), a Unity game's multi-agent ones
-    with the agents-batched loop (:mod:`envsdk.training.substitutes.sampling.agents_batched`), unless
-    the config needs RLlib's, which a notice names.
+    (:mod:`envsdk.training.substitutes.sampling.batched_runner`), multi-agent ones with the
+    agents-batched loop (:mod:`envsdk.training.substitutes.sampling.agents_batched`), unless the
+    config needs RLlib's, which a notice names.
     Returns what the env runners use: "batched", "agents-batched", or "rllib (why)"; ``output:``
     records on the single-agent ones (:mod:`envsdk.training.substitutes.sampling.recording`)."""
     recording.prepare(config, one_file=own.stock.on(substitutions.ONE_FILE_PER_WRITE))
-    unity_agents = config.is_multi_agent and agents_batched.is_unity(plan.target)
-    if not unity_agents and not own.stock.on(substitutions.BATCHED_SAMPLER):
+    if not config.is_multi_agent and not own.stock.on(substitutions.BATCHED_SAMPLER):
         return f"rllib (stock: {substitutions.BATCHED_SAMPLER} off)"
     if own.sampler == "rllib" or networks.model.old_stack:
         return "rllib"
     if config.env_runner_cls is not None:
         return f"rllib ({config.env_runner_cls.__name__}, the config's env_runner_cls)"
-    if unity_agents:
+    if config.is_multi_agent:
         if not own.stock.on(substitutions.AGENTS_BATCHED):
             return f"rllib (stock: {substitutions.AGENTS_BATCHED} off)"
-        why = agents_batched.why_not_agents_batched(config, own.self_play is not None)
+        unity = agents_batched.is_unity(plan.target)
+        why = agents_batched.why_not_agents_batched(config, own.self_play is not None, unity)
         if why is not None:
             notice(f"sampler: RLlib's env runner loop, as {why}")
             return f"rllib ({why})"
         config.env_runners(env_runner_cls=agents_batched.AgentsBatchedRunner)
+        episode = "one agent's life" if unity else "a round, as RLlib's"
         notice(
-            f"{substitutions.AGENTS_BATCHED}: each policy acts for all its agents of a frame at once;"
-            f" an episode is one agent's life (ENVSDK_STOCK={substitutions.AGENTS_BATCHED}: RLlib's loop)"
+            f"{substitutions.AGENTS_BATCHED}: each policy acts for all its agents of a step at once;"
+            f" an episode is {episode} (ENVSDK_STOCK={substitutions.AGENTS_BATCHED}: RLlib's loop)"
         )
         return "agents-batched"
     why = batched_runner.why_not_batched(config)

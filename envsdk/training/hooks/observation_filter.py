@@ -235,6 +235,10 @@ class ObservationMeanStdFilter(ConnectorV2):
         normalised = dm_tree.map_structure_with_path(part, batch(rows))
         return [dm_tree.map_structure(lambda x, i=i: x[i], normalised) for i in range(len(rows))]
 
+    def filtered_space(self, key: Any) -> gym.Space:
+        """Policy ``key``'s observation space as the filter leaves it (once it has normalised any)."""
+        return self._spaces[key]
+
     def _normalise(self, stats: _AgentStats, path: Path_, x: Any) -> Any:
         if path not in stats.seen:
             return x

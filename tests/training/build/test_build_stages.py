@@ -93,7 +93,7 @@ def test_the_later_stages_build_a_checked_config_with_our_hooks(tmp_path):
         assert keys.default_config.train_batch_size_per_learner != 256  # the defaults stay as they were
         ac.stage_hooks(config, own, plan, networks, keys.values)
         assert arm_action_check in config.callbacks_on_episode_created
-        assert ac.stage_sampler(config, own, networks) == "batched"
+        assert ac.stage_sampler(config, own, networks, plan) == "batched"
         models = ac.stage_check_modules(config, started, networks)
         assert models and models[0].startswith("default_policy: Box(4,)")
     built = ac.stage_finish(

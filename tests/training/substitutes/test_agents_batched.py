@@ -10,7 +10,6 @@ in the next sample, the runner's counters and episode metrics, and the configs i
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -23,11 +22,9 @@ from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.multi_agent_episode import MultiAgentEpisode
 
 from envsdk import substitutions
-from envsdk.config.experiment import load_experiments
 from envsdk.envs.faults.records import ObservationFault
-from envsdk.training.build import build_config
 from envsdk.training.substitutes.sampling.agents_batched import AgentsBatchedRunner
-from tests.helpers import PLAYERS, player_pids
+from tests.helpers import PLAYERS, built_from, player_pids
 
 pytestmark = pytest.mark.substitution(substitutions.AGENTS_BATCHED)
 
@@ -59,10 +56,7 @@ def _built(
             **config,
         },
     }
-    path = tmp_path / "exp.yaml"
-    path.write_text(json.dumps({"exp": settings}))
-    (exp,) = load_experiments(path)
-    return build_config(exp)
+    return built_from(tmp_path, settings)
 
 
 def _lives(samples: list[list[Any]]) -> dict[str, dict[str, list]]:

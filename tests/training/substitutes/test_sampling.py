@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from envsdk import internals
+from envsdk import internals, substitutions
 from envsdk.errors import UserError
 from envsdk.training.substitutes.sampling import batched_runner
 from envsdk.training.substitutes.sampling.batched_runner import BatchedEnvRunner
@@ -197,23 +197,18 @@ def test_configs_the_batched_loop_does_not_cover_use_rllibs_with_a_notice(tmp_pa
         assert line.startswith("notice: sampler: RLlib's env runner loop, as ") and why in line
 
 
-def test_a_multi_agent_config_says_it_samples_with_rllibs_runner():
+@pytest.mark.substitution(substitutions.AGENTS_BATCHED)
+def test_a_multi_agent_config_says_it_samples_with_the_agents_batched_loop():
+    """configs/multi-agent.yaml: the agents-batched loop with RLlib's episodes (test_agent_rounds.py)."""
+    config = ROOT / "configs" / "multi-agent.yaml"
     out = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "train.py"),
-            "-f",
-            str(ROOT / "configs" / "multi-agent.yaml"),
-            "--dry-run",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-    )
+        [sys.executable, str(ROOT / "train.py"), "-f", str(config), "--dry-run"],
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "notice: sampler: RLlib's env runner loop, as multi-agent envs sample with RLlib's" in out.stderr
-    assert "sampler: rllib (multi-agent envs" in out.stdout
+    assert "notice: agents-batched: each policy acts for all its agents of a step at once" in out.stderr
+    assert "an episode is a round, as RLlib's" in out.stderr
+    assert "sampler: agents-batched" in out.stdout
 
 
 def test_an_unknown_sampler_is_refused_before_anything_starts(tmp_path):

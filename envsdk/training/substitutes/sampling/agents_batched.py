@@ -8,8 +8,10 @@ and the step counters are logged agent by agent.  A Unity scene holds many agent
 (benchmarks/multiagent.py).  mlagents-learn acts for all agents of a behavior in one policy call.
 
 :class:`AgentsBatchedRunner` keeps RLlib's runner (its env, MultiRLModule, state, checkpoints,
-metrics, restarts of the runner) and replaces the loop of ``_sample`` for Unity games
-(``env: unity``), stepping each game of the runner itself:
+metrics, restarts of the runner) and replaces the loop of ``_sample``.  Other multi-agent envs
+(PettingZoo's, a user's ``MultiAgentEnv``) sample with agent_rounds.py's loop, which keeps RLlib's
+episodes, a round each.  For Unity games (``env: unity``) this module's loop steps each game of the
+runner itself:
 
 * every agent that asks for a decision in a frame, across the runner's games, is one row of its
   policy's batch: one forward pass and one draw per policy a frame (batched_runner.py's draws);
@@ -39,17 +41,27 @@ import uuid
 from typing import Any
 
 import numpy as np
-import torch
+from ray.rllib.connectors.env_to_module import (
+    AddObservationsFromEpisodesToBatch,
+    AddStatesFromEpisodesToBatch,
+    AddTimeDimToBatchAndZeroPad,
+    AgentToModuleMapping,
+    BatchIndividualItems,
+    NumpyToTensor,
+)
+from ray.rllib.connectors.module_to_env import (
+    GetActions,
+    ListifyDataForVectorEnv,
+    ModuleToAgentUnmapping,
+    NormalizeAndClipActions,
+    RemoveSingleTsTimeRankFromBatch,
+    TensorToNumpy,
+    UnBatchToIndividualItems,
+)
 from ray.rllib.core.columns import Columns
 from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from ray.rllib.env.single_agent_episode import SingleAgentEpisode
 from ray.rllib.utils.metrics import (
-    NUM_ENV_STEPS_SAMPLED,
-    NUM_ENV_STEPS_SAMPLED_LIFETIME,
-    NUM_EPISODES,
-    NUM_EPISODES_LIFETIME,
-    NUM_MODULE_STEPS_SAMPLED,
-    NUM_MODULE_STEPS_SAMPLED_LIFETIME,
     RLMODULE_INFERENCE_TIMER,
     WEIGHTS_SEQ_NO,
 )
@@ -57,18 +69,33 @@ from ray.rllib.utils.spaces.space_utils import batch
 
 from envsdk import internals
 from envsdk.envs.faults.guard import Guard
-from envsdk.training.hooks import faults
-from envsdk.training.hooks.agent_metrics import AGENT_STEPS, ALL_AGENTS
+from envsdk.training.hooks.agent_metrics import ALL_AGENTS
 from envsdk.training.hooks.observation_filter import ObservationMeanStdFilter
-from envsdk.training.substitutes.sampling.batched_runner import (
-    DRAWS,
-    obs_to_tensor,
-    on_cpu,
-    outputs_to_numpy,
-    why_not_our_loop,
-)
+from envsdk.training.substitutes.sampling.agent_rounds import RoundsLoop
+from envsdk.training.substitutes.sampling.agent_rows import log_sampled, policy_rows, row
+from envsdk.training.substitutes.sampling.batched_runner import why_not_our_loop
 
 logger = logging.getLogger(__name__)
+
+# RLlib's default connector pieces of a multi-agent runner (2.60), which the loops stand in for;
+# GetActions may be the env-fault guard's (a subclass), which checks first.
+MA_ENV_TO_MODULE = (
+    AddObservationsFromEpisodesToBatch,
+    AddTimeDimToBatchAndZeroPad,
+    AddStatesFromEpisodesToBatch,
+    AgentToModuleMapping,
+    BatchIndividualItems,
+    NumpyToTensor,
+)
+MA_MODULE_TO_ENV = (
+    GetActions,
+    TensorToNumpy,
+    UnBatchToIndividualItems,
+    ModuleToAgentUnmapping,
+    RemoveSingleTsTimeRankFromBatch,
+    NormalizeAndClipActions,
+    ListifyDataForVectorEnv,
+)
 
 
 class _Life:
@@ -139,6 +166,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
         self._fresh: list[tuple[_Life, int]] = []  # the frame's new observations: (life, index in obs)
         self._successors: list[tuple[_Life, int, int]] = []  # lives cut at episode_horizon, game, uid
         self._filter: ObservationMeanStdFilter | None = None  # observation_filter: MeanStdFilter's
+        self._rounds: RoundsLoop | None = None  # the loop of a multi-agent env that is not a Unity game
         self._forward_s = 0.0  # the sample's forward passes
         seed = config.seed
         self.rng = np.random.default_rng(None if seed is None else [seed, self.worker_index or 0])
@@ -146,7 +174,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
     # ---- whether this loop samples ---------------------------------------------
 
     def games(self) -> list[Any]:
-        """The runner's Unity games (its vector env's sub-envs)."""
+        """The runner's sub-envs (Unity games, for the loop of this module)."""
         env = internals.runner_env(self)
         return [sub.unwrapped for sub in getattr(env, "envs", ())]
 
@@ -159,22 +187,42 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
                 logger.warning("agents-batched: RLlib's loop samples this env runner: %s", self._why_not)
         return self._why_not
 
+    @property
+    def samples_rounds(self) -> bool:
+        """Whether agent_rounds.py's loop samples (a multi-agent env that is not a Unity game)."""
+        return self.why_not() is None and self._rounds is not None
+
     def _find_why_not(self) -> str | None:
         from envsdk.envs.unity.rllib_env import UnityEnv
 
-        games = self.games()
-        if not games or not all(isinstance(g, UnityEnv) for g in games):
-            return "its env is not a Unity game (env: unity)"
         if self.module is None:
             return "the runner has no RLModule"
         for mid, sub in self.module.items():
             if sub.is_stateful():
                 return f"policy {mid} is recurrent"
-        pieces = getattr(internals.runner_env_to_module(self), "connectors", ())
+        pieces = list(getattr(internals.runner_env_to_module(self), "connectors", ()))
         found = [p for p in pieces if isinstance(p, ObservationMeanStdFilter)]
         if found and found[0].keep_raw:
             return "observation_filter keeps each raw observation (an evaluation runner)"
         self._filter = found[0] if found else None
+        games = self.games()
+        if games and all(isinstance(g, UnityEnv) for g in games):
+            return None
+        if any(isinstance(g, UnityEnv) for g in games):
+            return "its env wraps a Unity game"
+        mode = getattr(internals.runner_env(self), "metadata", {}).get("autoreset_mode")
+        if mode is not None and str(getattr(mode, "value", mode)) != "next_step":
+            return f"the vector env resets its sub-envs in mode {mode}, not at the next step"
+        known = (*MA_ENV_TO_MODULE, ObservationMeanStdFilter)
+        theirs = [type(p).__name__ for p in pieces if not isinstance(p, known)]
+        theirs += [
+            type(p).__name__
+            for p in getattr(internals.runner_module_to_env(self), "connectors", ())
+            if not isinstance(p, MA_MODULE_TO_ENV)
+        ]
+        if theirs:
+            return f"connector pieces {theirs} are not RLlib's defaults"
+        self._rounds = RoundsLoop(self, self._filter)
         return None
 
     # ---- the loop -----------------------------------------------------------------
@@ -196,6 +244,8 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
                 num_timesteps=num_timesteps, num_episodes=num_episodes, explore=explore,
                 random_actions=random_actions, force_reset=force_reset,
             )  # fmt: skip
+        if self._rounds is not None:
+            return self._rounds.sample(int(num_timesteps or 0), explore, force_reset)
         state = internals.MultiRunnerState(self)
         games = self.games()
         if force_reset or state.needs_reset or len(self._lives) != len(games):
@@ -221,7 +271,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
                 module.train()
         chunks = self._cut()
         for episode in done:
-            state.episode_callback("on_episode_end", episode, games)
+            state.life_callback("on_episode_end", episode, games)
         state.finished(done, chunks)
         self._count(env_steps, done + chunks)
         state.count_env_steps(env_steps)
@@ -258,18 +308,20 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
         lifetime = self.num_env_steps_sampled_lifetime // (self.config.num_env_runners or 1) + env_steps
         t = lifetime * (self.config.num_env_runners or 1)
         seq_no = internals.MultiRunnerState(self).weights_seq_no
+        modules: Any = self.module
         per_game: list[dict[str, dict[int, Any]]] = [{} for _ in games]
         for mid, members in rows.items():
             lives = [self._lives[i][step.agent_id] for i, step in members]
             began = time.perf_counter()
-            out = self._forward(mid, batch([life.obs[-1] for life in lives]), explore, t)
+            obs = batch([life.obs[-1] for life in lives])
+            out = policy_rows(modules[mid], mid, obs, explore, t, self.rng)
             self._forward_s += time.perf_counter() - began
             actions = out.pop(Columns.ACTIONS)
             out[WEIGHTS_SEQ_NO] = np.full(len(lives), seq_no)
-            for row, ((i, step), life) in enumerate(zip(members, lives, strict=True)):
-                action = _row(actions, row)
+            for index, ((i, step), life) in enumerate(zip(members, lives, strict=True)):
+                action = row(actions, index)
                 life.actions.append(action)
-                life.extra.append({k: v[row] for k, v in out.items()})
+                life.extra.append({k: v[index] for k, v in out.items()})
                 life.acted = time.perf_counter()
                 per_game[i].setdefault(step.behavior, {})[step.agent_id] = games[i].to_game_action(
                     step.behavior, action
@@ -284,38 +336,6 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
         return; this loop steps the games itself and asks it."""
         guard = getattr(internals.runner_env(self).step, "__self__", None)
         return guard if isinstance(guard, Guard) else None
-
-    def _forward(self, module_id: str, obs: Any, explore: bool, t: int) -> dict[str, Any]:
-        """The policy's actions and extra outputs for a batch of observations, as numpy."""
-        modules: Any = self.module
-        module = modules[module_id]
-        device = next(iter(module.parameters()), torch.zeros(0)).device
-        tensors = {Columns.OBS: _tensor(obs, device)}
-        with torch.no_grad():
-            pass_ = internals.module_forward(module, explore)
-            out = dict(pass_(tensors, t=t) if explore else pass_(tensors))
-            inputs: Any = out.get(Columns.ACTION_DIST_INPUTS)
-            if Columns.ACTIONS not in out:
-                draw = DRAWS.get(module.get_exploration_action_dist_cls()) if explore else None
-                array = inputs.numpy() if draw is not None and on_cpu(inputs) else None
-                if draw is not None and array is not None and np.isfinite(array).all():
-                    out[Columns.ACTION_DIST_INPUTS] = array
-                    out[Columns.ACTIONS], out[Columns.ACTION_LOGP] = draw(array, self.rng)
-                else:  # a NaN from a diverged policy is named, not left to torch's sampler
-                    faults.check_action_inputs({module_id: {Columns.ACTION_DIST_INPUTS: inputs}})
-                    cls = (
-                        module.get_exploration_action_dist_cls()
-                        if explore
-                        else module.get_inference_action_dist_cls()
-                    )
-                    dist = cls.from_logits(inputs)
-                    if not explore:
-                        dist = dist.to_deterministic()
-                    actions = dist.sample()
-                    out[Columns.ACTIONS] = actions
-                    if explore:
-                        out[Columns.ACTION_LOGP] = dist.logp(actions)
-        return outputs_to_numpy(out)
 
     def _step(self, games: list[Any]) -> list[Any]:
         """Each game's next frame (its agents' reports), the games at once where the games-at-once
@@ -444,41 +464,14 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
         return life.episode(spaces, terminated, truncated, self.config.policy_mapping_fn)
 
     def _count(self, env_steps: int, episodes: list[Any]) -> None:
-        """The sample's counters as RLlib's loop logs them step by step: env steps, ended episodes,
-        and agent steps per module (agent ids pooled, as agent_metrics.py pools unstable ones)."""
-        self.metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
-        self.metrics.log_value(
-            NUM_ENV_STEPS_SAMPLED_LIFETIME, env_steps, reduce="lifetime_sum", with_throughput=True
-        )
-        ended = sum(1 for e in episodes if e.is_done)
-        self.metrics.log_value(NUM_EPISODES, ended, reduce="sum")
-        self.metrics.log_value(NUM_EPISODES_LIFETIME, ended, reduce="lifetime_sum")
+        """The sample's counters: agent ids pooled (Unity's are new each life), as agent_metrics.py
+        pools unstable ones."""
         per_module: dict[str, int] = {}
         for episode in episodes:
             for single in episode.agent_episodes.values():
                 per_module[single.module_id] = per_module.get(single.module_id, 0) + len(single)
-        for key, reduce in AGENT_STEPS:
-            self.metrics.log_value((key, ALL_AGENTS), sum(per_module.values()), reduce=reduce)
-        for mid, count in per_module.items():
-            self.metrics.log_value((NUM_MODULE_STEPS_SAMPLED, mid), count, reduce="sum")
-            self.metrics.log_value((NUM_MODULE_STEPS_SAMPLED_LIFETIME, mid), count, reduce="lifetime_sum")
-
-
-def _row(data: Any, row: int) -> Any:
-    """Row ``row`` of an array, or of each array of a struct (a Tuple action's parts)."""
-    if isinstance(data, np.ndarray):
-        return data[row]
-    if isinstance(data, dict):
-        return {k: _row(v, row) for k, v in data.items()}
-    return tuple(_row(v, row) for v in data)
-
-
-def _tensor(obs: Any, device: Any) -> Any:
-    if isinstance(obs, dict):
-        return {k: _tensor(v, device) for k, v in obs.items()}
-    if isinstance(obs, tuple | list):
-        return type(obs)(_tensor(v, device) for v in obs)
-    return obs_to_tensor(obs, device)
+        ended = sum(1 for e in episodes if e.is_done)
+        log_sampled(self.metrics, env_steps, ended, {ALL_AGENTS: sum(per_module.values())}, per_module)
 
 
 def is_unity(env_target: Any) -> bool:
@@ -488,14 +481,15 @@ def is_unity(env_target: Any) -> bool:
     return isinstance(env_target, type) and issubclass(env_target, UnityEnv)
 
 
-def why_not_agents_batched(config: Any, self_play: bool) -> str | None:
-    """Why a Unity game's multi-agent runners sample with RLlib's loop (None: the agents-batched one)."""
+def why_not_agents_batched(config: Any, self_play: bool, unity: bool) -> str | None:
+    """Why a multi-agent run's env runners sample with RLlib's loop (None: the agents-batched one).
+    Self-play counts its games by episode: a round, which only agent_rounds.py's episodes are."""
     from envsdk.training.substitutes.poca.algorithm import POCAConfig
 
-    if self_play:
-        return "self_play swaps the opponents' policies by episode"
+    if self_play and unity:
+        return "self_play counts a Unity game's rounds, and this loop's episodes are agents' lives"
     if isinstance(config, POCAConfig):
         return "run: POCA's group critic reads each step's groupmates in one episode"
     if config.batch_mode == "complete_episodes":
-        return "batch_mode: complete_episodes samples whole rounds of the game"
+        return "batch_mode: complete_episodes samples whole rounds"
     return why_not_our_loop(config, takes_filter=True)

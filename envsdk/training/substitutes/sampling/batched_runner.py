@@ -218,6 +218,18 @@ def obs_to_tensor(obs: Any, device: Any) -> Any:
     return convert_to_torch_tensor(obs, device=device)
 
 
+def actions_for_env(normalize_and_clip: Any, action_space: gym.Space) -> Callable[[Any], Any]:
+    """RLlib's NormalizeAndClipActions piece on a whole batch of ``action_space``'s actions: Box
+    parts unsquashed (``normalize_actions``) or clipped (``clip_actions``), the rest as they are."""
+    struct = get_base_struct_from_space(action_space)
+    has_box = any(isinstance(s, gym.spaces.Box) for s in tree.flatten(struct))
+    if has_box and normalize_and_clip.normalize_actions:
+        return lambda actions: unsquash_action(actions, struct)
+    if has_box and normalize_and_clip.clip_actions:
+        return lambda actions: clip_action(actions, struct)
+    return lambda actions: actions
+
+
 class _Steps:
     """One ``sample()`` call's vector steps as the env returned them (no per-env split), and the
     module's outputs for each."""
@@ -493,16 +505,8 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
         return fast_pass
 
     def _for_env_function(self) -> Callable[[Any], Any]:
-        """RLlib's NormalizeAndClipActions on a whole batch: Box actions unsquashed or clipped."""
-        piece = self._normalize_and_clip()
         env: Any = self.env
-        struct = get_base_struct_from_space(env.single_action_space)
-        has_box = any(isinstance(s, gym.spaces.Box) for s in tree.flatten(struct))  # only Box parts change
-        if has_box and piece.normalize_actions:
-            return lambda actions: unsquash_action(actions, struct)
-        if has_box and piece.clip_actions:
-            return lambda actions: clip_action(actions, struct)
-        return lambda actions: actions
+        return actions_for_env(self._normalize_and_clip(), env.single_action_space)
 
     def _normalize_and_clip(self) -> Any:
         return internals.runner_module_to_env(self).connectors[MODULE_TO_ENV.index(NormalizeAndClipActions)]
