@@ -192,6 +192,11 @@ class MultiRunnerState(_EnvRunnerState):
         """At a reset of every game, as ``_reset_envs`` does: chunks of episodes that will not end."""
         self.runner._ongoing_episodes_for_metrics.clear()
 
+    @property
+    def callback_objects(self) -> list[Any]:
+        """The runner's callbacks objects (``callbacks_class``'s, made by the runner)."""
+        return list(self.runner._callbacks)
+
     def prune(self, episode: Any) -> None:
         """Drop the agents of a MultiAgentEpisode (chunk) that have no step in it, as RLlib's loop
         does before it returns an episode (``_prune_zero_len_sa_episodes``)."""

@@ -7,8 +7,10 @@ extra model outputs and ends, over samples that cut rounds and go on with them; 
 runners' counters and episode metrics.  The envs cover what RLlib's multi-agent episodes handle:
 agents ending at different times (MultiAgentCartPole, PettingZoo's knights_archers_zombies, whose
 dead agents leave the dicts), turns (an agent acts, and gets its reward later: hanging actions),
-Box actions unsquashed for the env, several policies, action masks, self-play (its learning and
-frozen modules, games counted by round), and several envs per runner.
+Box actions unsquashed or clipped for the env, several policies, action masks, self-play (its
+learning and frozen modules), steps counted by agent, a sub-env that fails and is made again, and
+several envs per runner.  With ``observation_filter: MeanStdFilter`` the loop takes a step's rows
+into the statistics together, so only its statistics are checked (against every raw observation).
 """
 
 from __future__ import annotations
@@ -53,6 +55,23 @@ CASES: dict[str, tuple[str, dict[str, Any]]] = {
     ),
     "pettingzoo": ("pettingzoo.butterfly.knights_archers_zombies_v11", {"env_config": {"max_cycles": 40}}),
     "self-play-turns-masked": ("pettingzoo.classic.tictactoe_v3", {"self_play": {"save_steps": 100}}),
+    "clipped-box": (
+        f"{EXAMPLES}.MultiAgentPendulum",
+        {"env_config": {"num_agents": 2}, "normalize_actions": False, "clip_actions": True},
+    ),
+    "agent-steps": (
+        f"{EXAMPLES}.MultiAgentCartPole",
+        {"env_config": {"num_agents": 3}, "count_steps_by": "agent_steps"},
+    ),
+    "sub-env-fails-and-is-made-again": (
+        "failing_env.FailingEnv",
+        {
+            "env_config": {"length": 7, "marker": "the test's"},
+            "restart_failed_sub_environments": True,
+            "policies": ["policy_x", "policy_y"],
+            "policy_mapping_fn": "turn_env.policy_mapping",
+        },
+    ),
 }
 MAPS = """
 def by_two(agent_id, episode=None, **kwargs):
@@ -60,6 +79,27 @@ def by_two(agent_id, episode=None, **kwargs):
 
 def step(**kwargs):
     pass
+"""
+FAILING_ENV = """
+from pathlib import Path
+
+from turn_env import TurnEnv
+
+class FailingEnv(TurnEnv):  # the first to reach env step 4 of its second episode fails, once per marker
+    def __init__(self, config=None):
+        super().__init__(config)
+        self.marker = Path((config or {})["marker"])
+        self.episodes = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.episodes += 1
+        return super().reset(seed=seed, options=options)
+
+    def step(self, actions):
+        if self.episodes == 2 and self.t == 4 and not self.marker.exists():
+            self.marker.touch()
+            raise RuntimeError("the simulator lost its connection")
+        return super().step(actions)
 """
 NAN_ENV = """
 import numpy as np
@@ -75,14 +115,22 @@ class NanEnv(TurnEnv):  # observations NaN from env step 3 on
 
 
 def _built(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, env: str | None = None, **extra: Any
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    env: str | None = None,
+    marker: str = "",
+    **extra: Any,
 ) -> Any:
     shutil.copy(ENVS / "turn_env.py", tmp_path / "turn_env.py")
     (tmp_path / "maps.py").write_text(MAPS)
-    (tmp_path / "nan_env.py").write_text(NAN_ENV)
+    for name, text in (("nan_env", NAN_ENV), ("failing_env", FAILING_ENV)):
+        (tmp_path / f"{name}.py").write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
     default, config = CASES[case]
     env = env or default
+    if "marker" in config.get("env_config", {}):
+        config = {**config, "env_config": {**config["env_config"], "marker": marker}}
     settings = {
         "run": "PPO",
         "env": env,
@@ -122,6 +170,7 @@ def _same_episodes(want: list[Any], have: list[Any]) -> None:
             tree.map_structure(np.testing.assert_allclose, x.get_observations(), y.get_observations())
             tree.map_structure(np.testing.assert_array_equal, x.get_actions(), y.get_actions())
             np.testing.assert_allclose(x.get_rewards(), y.get_rewards())
+            assert x.get_infos() == y.get_infos(), aid
             assert set(x.extra_model_outputs) == set(y.extra_model_outputs), aid
             for key in x.extra_model_outputs:
                 np.testing.assert_allclose(
@@ -146,19 +195,22 @@ def _counters(runner: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_each_round_is_rllibs_episode_step_for_step(tmp_path, monkeypatch, case) -> None:
-    built = _built(tmp_path, monkeypatch, case)
+    marker = tmp_path / "failed"  # FailingEnv's: one failure for each runner
+    built = _built(tmp_path, monkeypatch, case, marker=str(marker))
     assert built.sampler == "agents-batched"
     theirs, ours = _runners(built)
+    sizes = (150, 151, 140)  # each cuts rounds: the next sample goes on with them
     try:
-        everything = []
-        for size in (150, 151, 140):  # each cuts rounds: the next sample goes on with them
-            want = theirs.sample(num_timesteps=size, explore=False)
-            have = ours.sample(num_timesteps=size, explore=False)
-            assert ours.samples_rounds
-            _same_episodes(want, have)
-            everything += have
+        want = [theirs.sample(num_timesteps=size, explore=False) for size in sizes]
+        marker.unlink(missing_ok=True)
+        have = [ours.sample(num_timesteps=size, explore=False) for size in sizes]
+        assert ours.samples_rounds
+        for a, b in zip(want, have, strict=True):
+            _same_episodes(a, b)
+        everything = [e for sample in have for e in sample]
         assert any(e.is_done for e in everything) and any(not e.is_done for e in everything)
         assert _counters(theirs) == _counters(ours)
+        assert marker.exists() == (case == "sub-env-fails-and-is-made-again")
     finally:
         theirs.stop()
         ours.stop()
@@ -172,13 +224,20 @@ def test_exploring_draws_each_policys_actions_with_their_log_probabilities(tmp_p
     built = _built(tmp_path, monkeypatch, "pendulum-box")
     theirs, ours = _runners(built)
     theirs.stop()
+    sent: list[float] = []
     try:
+        ours.why_not()
+        original = ours.env.step
+
+        def step(actions: Any) -> Any:
+            sent.extend(float(a[0]) for per_env in actions for a in per_env.values())
+            return original(actions)
+
+        ours.env.step = step  # type: ignore[method-assign]
         episodes = ours.sample(num_timesteps=40)
     finally:
         ours.stop()
-    module = (
-        ours.module["default_policy"] if "default_policy" in ours.module else next(iter(ours.module.values()))
-    )
+    (module,) = ours.module.values()
     for episode in episodes:
         for single in episode.agent_episodes.values():
             n = len(single)
@@ -188,8 +247,10 @@ def test_exploring_draws_each_policys_actions_with_their_log_probabilities(tmp_p
             np.testing.assert_allclose(
                 single.get_extra_model_outputs("action_logp", slice(0, n)), logp.numpy(), rtol=1e-4, atol=1e-5
             )
-    actions = np.concatenate([s.get_actions() for e in episodes for s in e.agent_episodes.values()])
-    assert np.abs(actions).max() > 1.0 / 3  # normalized actions, drawn; the env's are [-2, 2]
+    stored = np.concatenate([s.get_actions()[:, 0] for e in episodes for s in e.agent_episodes.values()])
+    # the env's Box is [-2, 2]: a normalized action a is sent as 2a, clipped into its bounds
+    np.testing.assert_allclose(sorted(sent), sorted(np.clip(2 * stored, -2, 2)), rtol=1e-5, atol=1e-6)
+    assert len(sent) == len(stored) == 40 * 2 and np.abs(stored).max() > 0.5
 
 
 def test_observation_filter_normalises_each_step_as_its_connector_keeps_it(tmp_path, monkeypatch) -> None:

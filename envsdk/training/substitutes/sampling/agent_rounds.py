@@ -10,7 +10,9 @@ counters are logged agent by agent.  Here, at each step:
   ``get_agents_to_act`` says), across the runner's sub-envs, is one row of its policy's batch: one
   forward pass and one draw per policy (agent_rows.py), Box actions unsquashed or clipped on the
   whole batch as RLlib's ``NormalizeAndClipActions`` does;
-* ``observation_filter: MeanStdFilter`` takes each step's new observations per policy in one batch;
+* ``observation_filter: MeanStdFilter`` takes each step's new observations per policy in one batch
+  (its statistics take in all of a step's rows before any is normalised, where RLlib's connector
+  adds and normalises them one by one: the normalised values differ by that order);
 * the counters are logged once per sample.
 
 The episodes are RLlib's own: each sub-env's round is one ``MultiAgentEpisode`` that takes every
@@ -39,7 +41,6 @@ from ray.rllib.utils.metrics import (
 from ray.rllib.utils.spaces.space_utils import batch
 
 from envsdk import internals
-from envsdk.training.hooks.callbacks import hook_list
 from envsdk.training.hooks.observation_filter import ObservationMeanStdFilter
 from envsdk.training.substitutes.sampling.agent_rows import log_sampled, policy_rows, row
 from envsdk.training.substitutes.sampling.batched_runner import actions_for_env
@@ -75,6 +76,7 @@ class RoundsLoop:
         self._for_env: dict[str, Callable[[Any], Any]] = {}  # module id -> its actions as the env gets them
         pieces = internals.runner_module_to_env(runner).connectors
         self._clip = next(p for p in pieces if isinstance(p, NormalizeAndClipActions))
+        self._converts = bool(self._clip.normalize_actions or self._clip.clip_actions)
 
     def sample(self, num_timesteps: int, explore: bool, force_reset: bool) -> list[Any]:
         runner = self.runner
@@ -180,29 +182,32 @@ class RoundsLoop:
         for_env: _PerEnv = [{} for _ in episodes]
         extra: _PerEnv = [{} for _ in episodes]
         for mid, members in rows.items():
+            if mid not in modules:  # as MultiRLModule's passes skip it: its agents send no action
+                continue
             began = time.perf_counter()
             out = policy_rows(
                 modules[mid], mid, batch([acting[i][aid] for i, aid in members]), explore, t, runner.rng
             )
             tally.forward_s += time.perf_counter() - began
             chosen = out.pop(Columns.ACTIONS)
-            out.pop(Columns.ACTIONS_FOR_ENV, None)
-            given = self._actions_for_env(mid, members[0])(chosen)
+            own = out.pop(Columns.ACTIONS_FOR_ENV, None)
+            given = own if own is not None and not self._converts else self._given(mid, members, chosen)
             out[WEIGHTS_SEQ_NO] = np.full(len(members), seq_no)
             for index, (i, aid) in enumerate(members):
                 actions[i][aid] = row(chosen, index)
                 for_env[i][aid] = row(given, index)
-                extra[i][aid] = {k: v[index] for k, v in out.items()}
+                extra[i][aid] = {k: row(v, index) for k, v in out.items()}
         return actions, for_env, extra
 
-    def _actions_for_env(self, module_id: str, member: tuple[int, Any]) -> Callable[[Any], Any]:
-        """Module ``module_id``'s batch of actions as the env gets them; the action space is that of
-        its first agent seen (one module acts in one action space)."""
+    def _given(self, module_id: str, members: list[tuple[int, Any]], chosen: Any) -> Any:
+        """A policy's actions as the env gets them: unsquashed or clipped into its agents' action space
+        as RLlib's NormalizeAndClipActions does, on the whole batch (RLlib refuses agents of one policy
+        with different action spaces when it builds the module)."""
         if module_id not in self._for_env:
-            i, aid = member
+            i, aid = members[0]
             space = self.runner.env.envs[i].unwrapped.get_action_space(aid)
             self._for_env[module_id] = actions_for_env(self._clip, space)
-        return self._for_env[module_id]
+        return self._for_env[module_id](chosen)
 
     def _normalise(self, episodes: list[Any], observations: _PerEnv) -> None:
         """``observation_filter: MeanStdFilter``: the step's new observations, per policy in one batch,
@@ -232,15 +237,15 @@ class RoundsLoop:
                 single.observation_space = space
 
     def _has_step_callbacks(self) -> bool:
-        """Whether anything listens to ``on_episode_step`` (RLlib calls it at every step of every sub-env)."""
+        """Whether anything listens to ``on_episode_step`` (RLlib calls it at every step of every sub-env):
+        a callback function, or a callbacks object whose class has its own."""
         from ray.rllib.callbacks.callbacks import RLlibCallback
 
-        config = self.runner.config
-        if config.callbacks_on_episode_step:
+        if self.runner.config.callbacks_on_episode_step:
             return True
         base = RLlibCallback.on_episode_step
-        classes = [cls for cls in hook_list(config.callbacks_class) if isinstance(cls, type)]
-        return any(getattr(cls, "on_episode_step", base) is not base for cls in classes)
+        objects = internals.MultiRunnerState(self.runner).callback_objects
+        return any(getattr(type(obj), "on_episode_step", base) is not base for obj in objects)
 
     def _cut(self, state: internals.MultiRunnerState) -> list[Any]:
         """The ongoing episodes' chunks (validated, as numpy); each goes on in its cut, as RLlib's loop."""
@@ -264,7 +269,8 @@ class RoundsLoop:
             per_agent[aid] += steps
             per_module[mid] += steps
         log_sampled(self.runner.metrics, tally.env_steps, tally.ended, per_agent, per_module)
-        state.count_env_steps(tally.env_steps)
+        if tally.env_steps:  # Ray's counter warns of a count of 0
+            state.count_env_steps(tally.env_steps)
         state.count_steps(tally.step_calls, tally.step_s)
         if tally.step_calls:
             self.runner.metrics.log_value(

@@ -60,7 +60,8 @@ def policy_rows(
                     dist = dist.to_deterministic()
                 actions = dist.sample()
                 out[Columns.ACTIONS] = actions
-                out[Columns.ACTION_LOGP] = dist.logp(actions)  # as GetActions, explore or not
+                if Columns.ACTION_LOGP not in out:  # as GetActions, explore or not
+                    out[Columns.ACTION_LOGP] = dist.logp(actions)
     return outputs_to_numpy(out)
 
 
@@ -87,10 +88,14 @@ def log_sampled(
     """A sample's counters, as RLlib's multi-agent loop logs them step by step
     (``_increase_sampled_metrics``): env steps, ended episodes, and agent steps per agent id and
     per module."""
-    metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
-    metrics.log_value(NUM_ENV_STEPS_SAMPLED_LIFETIME, env_steps, reduce="lifetime_sum", with_throughput=True)
-    metrics.log_value(NUM_EPISODES, ended, reduce="sum")
-    metrics.log_value(NUM_EPISODES_LIFETIME, ended, reduce="lifetime_sum")
+    if env_steps:  # RLlib logs them at each env step
+        metrics.log_value(NUM_ENV_STEPS_SAMPLED, env_steps, reduce="sum")
+        metrics.log_value(
+            NUM_ENV_STEPS_SAMPLED_LIFETIME, env_steps, reduce="lifetime_sum", with_throughput=True
+        )
+    if ended:  # RLlib logs them at an episode's end only
+        metrics.log_value(NUM_EPISODES, ended, reduce="sum")
+        metrics.log_value(NUM_EPISODES_LIFETIME, ended, reduce="lifetime_sum")
     for aid, steps in per_agent.items():
         for key, reduce in AGENT_STEPS:
             metrics.log_value((key, aid), steps, reduce=reduce)

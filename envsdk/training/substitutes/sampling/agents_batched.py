@@ -213,15 +213,11 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
         mode = getattr(internals.runner_env(self), "metadata", {}).get("autoreset_mode")
         if mode is not None and str(getattr(mode, "value", mode)) != "next_step":
             return f"the vector env resets its sub-envs in mode {mode}, not at the next step"
-        known = (*MA_ENV_TO_MODULE, ObservationMeanStdFilter)
-        theirs = [type(p).__name__ for p in pieces if not isinstance(p, known)]
-        theirs += [
-            type(p).__name__
-            for p in getattr(internals.runner_module_to_env(self), "connectors", ())
-            if not isinstance(p, MA_MODULE_TO_ENV)
-        ]
-        if theirs:
-            return f"connector pieces {theirs} are not RLlib's defaults"
+        why = _not_default_pieces(
+            pieces, list(getattr(internals.runner_module_to_env(self), "connectors", ()))
+        )
+        if why is not None:
+            return why
         self._rounds = RoundsLoop(self, self._filter)
         return None
 
@@ -321,7 +317,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
             for index, ((i, step), life) in enumerate(zip(members, lives, strict=True)):
                 action = row(actions, index)
                 life.actions.append(action)
-                life.extra.append({k: v[index] for k, v in out.items()})
+                life.extra.append({k: row(v, index) for k, v in out.items()})
                 life.acted = time.perf_counter()
                 per_game[i].setdefault(step.behavior, {})[step.agent_id] = games[i].to_game_action(
                     step.behavior, action
@@ -472,6 +468,26 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
                 per_module[single.module_id] = per_module.get(single.module_id, 0) + len(single)
         ended = sum(1 for e in episodes if e.is_done)
         log_sampled(self.metrics, env_steps, ended, {ALL_AGENTS: sum(per_module.values())}, per_module)
+
+
+def _not_default_pieces(to_module: list[Any], to_env: list[Any]) -> str | None:
+    """Why a multi-agent runner's connector pipelines are not RLlib's defaults (and the observation
+    filter), which the loops stand in for (None: they are)."""
+    theirs = [
+        type(p).__name__
+        for p in to_module
+        if not isinstance(p, (*MA_ENV_TO_MODULE, ObservationMeanStdFilter))
+    ]
+    theirs += [type(p).__name__ for p in to_env if not isinstance(p, MA_MODULE_TO_ENV)]
+    if theirs:
+        return f"connector pieces {theirs} are not RLlib's defaults"
+    there = [type(p) for p in to_module + to_env]
+    missing = [
+        c.__name__ for c in (*MA_ENV_TO_MODULE, *MA_MODULE_TO_ENV) if not any(issubclass(t, c) for t in there)
+    ]
+    if missing:
+        return f"RLlib's default connector pieces {missing} are off"
+    return None
 
 
 def is_unity(env_target: Any) -> bool:

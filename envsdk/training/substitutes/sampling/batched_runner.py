@@ -127,8 +127,10 @@ def why_not_our_loop(config: Any, takes_filter: bool = False) -> str | None:
         if theirs:
             return f"{event} callback {_name(theirs[0])} may read the env while the episode runs"
     for cls in hook_list(config.callbacks_class):
+        if not isinstance(cls, type):  # a factory of callbacks objects: what they do is not known here
+            return f"callbacks_class {_name(cls)} is not a class"
         for event in EPISODE_EVENTS:
-            if isinstance(cls, type) and getattr(cls, event) is not getattr(RLlibCallback, event):
+            if getattr(cls, event) is not getattr(RLlibCallback, event):
                 return f"callbacks class {cls.__name__} has {event}"
     return None
 
