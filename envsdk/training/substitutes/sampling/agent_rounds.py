@@ -53,8 +53,8 @@ class _Tally:
 
     def __init__(self) -> None:
         self.env_steps = 0
-        self.ended = 0
-        self.per_agent: dict[tuple[str, str], int] = defaultdict(int)  # (agent id, module id) -> steps
+        self.per_agent: dict[str, int] = defaultdict(int)
+        self.per_module: dict[str, int] = defaultdict(int)
         self.step_calls = 0
         self.step_s = self.forward_s = 0.0
 
@@ -63,7 +63,8 @@ class _Tally:
         self.env_steps += len(stepped)
         for i, observations in stepped.items():
             for aid in observations:
-                self.per_agent[(str(aid), episodes[i].module_for(aid))] += 1
+                self.per_agent[str(aid)] += 1
+                self.per_module[episodes[i].module_for(aid)] += 1
 
 
 class RoundsLoop:
@@ -117,9 +118,8 @@ class RoundsLoop:
         if runner.config.episodes_to_numpy:
             for episode in done:
                 episode.to_numpy()
-        tally.ended = len(done)
         state.finished(done, chunks)
-        self._log(state, tally)
+        self._log(state, tally, len(done))
         return done + chunks
 
     def _record(
@@ -261,14 +261,9 @@ class RoundsLoop:
             chunks.append(episode.to_numpy() if config.episodes_to_numpy else episode)
         return chunks
 
-    def _log(self, state: internals.MultiRunnerState, tally: _Tally) -> None:
+    def _log(self, state: internals.MultiRunnerState, tally: _Tally, ended: int) -> None:
         """The sample's counters, Ray's counter of env steps, and ``_try_env_step``'s timer."""
-        per_agent: dict[str, int] = defaultdict(int)
-        per_module: dict[str, int] = defaultdict(int)
-        for (aid, mid), steps in tally.per_agent.items():
-            per_agent[aid] += steps
-            per_module[mid] += steps
-        log_sampled(self.runner.metrics, tally.env_steps, tally.ended, per_agent, per_module)
+        log_sampled(self.runner.metrics, tally.env_steps, ended, tally.per_agent, tally.per_module)
         if tally.env_steps:  # Ray's counter warns of a count of 0
             state.count_env_steps(tally.env_steps)
         state.count_steps(tally.step_calls, tally.step_s)

@@ -73,12 +73,16 @@ from envsdk.training.hooks.agent_metrics import ALL_AGENTS
 from envsdk.training.hooks.observation_filter import ObservationMeanStdFilter
 from envsdk.training.substitutes.sampling.agent_rounds import RoundsLoop
 from envsdk.training.substitutes.sampling.agent_rows import log_sampled, policy_rows, row
-from envsdk.training.substitutes.sampling.batched_runner import why_not_our_loop
+from envsdk.training.substitutes.sampling.batched_runner import (
+    default_pieces,
+    why_not_next_step,
+    why_not_our_loop,
+)
 
 logger = logging.getLogger(__name__)
 
-# RLlib's default connector pieces of a multi-agent runner (2.60), which the loops stand in for;
-# GetActions may be the env-fault guard's (a subclass), which checks first.
+# RLlib's default connector pieces of a multi-agent runner (2.60), in order, which the loops stand in
+# for (batched_runner.default_pieces: GetActions may be the env-fault guard's, which checks first).
 MA_ENV_TO_MODULE = (
     AddObservationsFromEpisodesToBatch,
     AddTimeDimToBatchAndZeroPad,
@@ -210,10 +214,7 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
             return None
         if any(isinstance(g, UnityEnv) for g in games):
             return "its env wraps a Unity game"
-        mode = getattr(internals.runner_env(self), "metadata", {}).get("autoreset_mode")
-        if mode is not None and str(getattr(mode, "value", mode)) != "next_step":
-            return f"the vector env resets its sub-envs in mode {mode}, not at the next step"
-        why = _not_default_pieces(
+        why = why_not_next_step(internals.runner_env(self)) or _not_default_pieces(
             pieces, list(getattr(internals.runner_module_to_env(self), "connectors", ()))
         )
         if why is not None:
@@ -471,22 +472,14 @@ class AgentsBatchedRunner(MultiAgentEnvRunner):
 
 
 def _not_default_pieces(to_module: list[Any], to_env: list[Any]) -> str | None:
-    """Why a multi-agent runner's connector pipelines are not RLlib's defaults (and the observation
-    filter), which the loops stand in for (None: they are)."""
-    theirs = [
-        type(p).__name__
-        for p in to_module
-        if not isinstance(p, (*MA_ENV_TO_MODULE, ObservationMeanStdFilter))
-    ]
-    theirs += [type(p).__name__ for p in to_env if not isinstance(p, MA_MODULE_TO_ENV)]
-    if theirs:
-        return f"connector pieces {theirs} are not RLlib's defaults"
-    there = [type(p) for p in to_module + to_env]
-    missing = [
-        c.__name__ for c in (*MA_ENV_TO_MODULE, *MA_MODULE_TO_ENV) if not any(issubclass(t, c) for t in there)
-    ]
-    if missing:
-        return f"RLlib's default connector pieces {missing} are off"
+    """Why a multi-agent runner's connector pipelines are not RLlib's defaults (the observation
+    filter aside), which the loops stand in for (None: they are)."""
+    for pieces, wanted in (
+        ([p for p in to_module if not isinstance(p, ObservationMeanStdFilter)], MA_ENV_TO_MODULE),
+        (to_env, MA_MODULE_TO_ENV),
+    ):
+        if not default_pieces(pieces, wanted):
+            return f"connector pieces {[type(p).__name__ for p in pieces]} are not RLlib's defaults"
     return None
 
 

@@ -135,7 +135,26 @@ def why_not_our_loop(config: Any, takes_filter: bool = False) -> str | None:
     return None
 
 
-def _defaults(pieces: list[Any], wanted: tuple[type, ...]) -> bool:
+def resets_at_next_step(env: Any, unsaid: bool) -> bool:
+    """Whether a vector env resets a sub-env at the step after its episode ended (gymnasium's
+    ``AutoresetMode.NEXT_STEP``, RLlib's multi-agent ``"next_step"``), as RLlib 2.60's env runners read
+    every vector env; ``unsaid``: the answer for an env whose metadata names no mode."""
+    mode = getattr(env, "metadata", {}).get("autoreset_mode")
+    if mode is None:
+        return unsaid
+    return str(getattr(mode, "value", mode)).lower().replace("_", "") == "nextstep"
+
+
+def why_not_next_step(env: Any) -> str | None:
+    """Why a loop that reads every vector env as resetting at the next step cannot sample ``env``
+    (None: it can, or the env names no mode)."""
+    if resets_at_next_step(env, unsaid=True):
+        return None
+    mode = env.metadata["autoreset_mode"]
+    return f"the vector env resets its sub-envs in mode {mode}, not at the next step"
+
+
+def default_pieces(pieces: list[Any], wanted: tuple[type, ...]) -> bool:
     """Exactly RLlib's default pieces; GetActions may be the env-fault guard's, which checks first."""
     return len(pieces) == len(wanted) and all(
         type(p) is w or (w is GetActions and type(p) is faults.GetActions)
@@ -363,12 +382,9 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             (internals.runner_module_to_env(self), MODULE_TO_ENV),
         ):
             pieces = list(getattr(pipeline, "connectors", ()))
-            if not _defaults(pieces, wanted):
+            if not default_pieces(pieces, wanted):
                 return f"connector pieces {[type(p).__name__ for p in pieces]} are not RLlib's defaults"
-        mode = getattr(self.env, "metadata", {}).get("autoreset_mode")
-        if mode is not None and str(getattr(mode, "value", mode)) != "NextStep":
-            return f"the vector env resets its sub-envs in mode {mode}, not at the next step"
-        return None
+        return why_not_next_step(self.env)
 
     def _sample(
         self,

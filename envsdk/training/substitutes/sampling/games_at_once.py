@@ -38,6 +38,7 @@ from envsdk import internals
 from envsdk.envs.base import hooks
 from envsdk.errors import RunFault
 from envsdk.notices import notice
+from envsdk.training.substitutes.sampling.batched_runner import resets_at_next_step
 
 ALL = "__all__"
 
@@ -128,8 +129,7 @@ def step_games_at_once(*, env_runner: Any, **_: Any) -> None:
     subs = list(getattr(env, "envs", ()))
     if len(subs) < 2 or not all(hooks(sub.unwrapped).steps_in_another_process for sub in subs):
         return
-    mode = getattr(env, "metadata", {}).get("autoreset_mode")
-    if str(getattr(mode, "value", mode)).lower().replace("_", "") != "nextstep":
+    if not resets_at_next_step(env, unsaid=False):
         return
     GamesAtOnce(env, multi_agent=hasattr(env, "single_action_spaces"))
     notice(
