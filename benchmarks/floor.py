@@ -48,6 +48,24 @@ from fixed_budget import TASKS as BUDGET
 THREADS = 2
 CONTENDERS = ("ours", "sb3", "plain")
 PIECES = ("forward_train", "compute_losses", "compute_gradients", "apply_gradients")
+# Ours, outside the learner's update: the replay algorithms' steps of an iteration (training_step.py)
+AROUND = {"_sample_and_store": "sampling and storing", "_replayed_batch": "replay sample",
+          "_sync_weights": "weight sync"}  # fmt: skip
+TARGETS = "target networks"  # the learner's after_gradient_based_update: SAC's polyak blend
+PLAIN_PARTS = ("batch", "forward and losses", "backward", "optimizer", TARGETS)  # plain SAC's update
+# SAC's step part by part: (what it is, ours's timed pieces, the plain loop's part, None: its acting,
+# env step and storing, "": nothing of the plain loop's)
+ROWS = (
+    ("a replayed batch", ("replay sample",), "batch"),
+    ("forward pass and losses", ("forward_train", "compute_losses"), "forward and losses"),
+    ("backward pass", ("compute_gradients",), "backward"),
+    ("optimizer step", ("apply_gradients",), "optimizer"),
+    ("target networks", (TARGETS,), TARGETS),
+    ("acting, env step, storing", ("sampling and storing",), None),
+    ("the learner's bookkeeping (batch conversion, metrics)", ("rest of the update",), ""),
+    ("weight sync to the env runner", ("weight sync",), ""),
+    ("the rest of the iteration (Algorithm.train)", ("rest of the iteration",), ""),
+)
 START = 256  # SAC: env steps before learning starts, for every contender (one batch)
 HIDDEN, BATCH, LR, GAMMA, TAU = 256, 256, 3e-4, 0.99, 0.005  # RL Zoo's HalfCheetah SAC
 PONG = BUDGET["pong"].kwargs  # RL Zoo's Atari PPO
@@ -78,6 +96,10 @@ def ours(task: str, steps: int) -> dict[str, Any]:
             timed(learner, name, spent)
         for module in learner.module.values():
             timed(module, PIECES[0], spent)
+        timed(learner, "after_gradient_based_update", spent, TARGETS)
+        for name, label in AROUND.items():
+            if hasattr(algo, name):  # SAC's transition replay; PPO samples in RLlib's training_step
+                timed(algo, name, spent, label)
         while algo.train()["num_env_steps_sampled_lifetime"] < 2 * START:
             pass  # learning has started, and the first updates (lazy set-up) are behind
         done = algo.train()["num_env_steps_sampled_lifetime"]
@@ -89,9 +111,12 @@ def ours(task: str, steps: int) -> dict[str, Any]:
         wall = time.perf_counter() - begin
         algo.stop()
     n = done - first
-    pieces = {name: spent[name] / n * 1e3 for name in PIECES}
-    pieces["rest of the update"] = spent["update"] / n * 1e3 - sum(pieces.values())
-    return {"ms": wall / n * 1e3, "learn": spent["update"] / n * 1e3, "pieces": pieces}
+    ms = {name: seconds / n * 1e3 for name, seconds in spent.items()}
+    pieces = {name: ms[name] for name in (*PIECES, TARGETS)}
+    pieces["rest of the update"] = ms["update"] - sum(pieces.values())
+    outside = {label: ms[label] for label in AROUND.values() if label in ms}
+    outside["rest of the iteration"] = wall / n * 1e3 - ms["update"] - sum(outside.values())
+    return {"ms": wall / n * 1e3, "learn": ms["update"], "pieces": pieces, "outside": outside}
 
 
 def sb3(task: str, steps: int) -> dict[str, Any]:
@@ -110,9 +135,11 @@ def sb3(task: str, steps: int) -> dict[str, Any]:
     return {"ms": (time.perf_counter() - begin) / n * 1e3, "learn": spent["train"] / n * 1e3}
 
 
-def timed(obj: Any, name: str, spent: collections.Counter[str]) -> None:
-    """Replace ``obj.name`` by a wrapper that adds the seconds spent in each call to ``spent[name]``."""
+def timed(obj: Any, name: str, spent: collections.Counter[str], label: str = "") -> None:
+    """Replace ``obj.name`` by a wrapper that adds the seconds spent in each call to
+    ``spent[label or name]``."""
     method = getattr(obj, name)
+    key = label or name
 
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -120,7 +147,7 @@ def timed(obj: Any, name: str, spent: collections.Counter[str]) -> None:
         try:
             return method(*args, **kwargs)
         finally:
-            spent[name] += time.perf_counter() - start
+            spent[key] += time.perf_counter() - start
 
     setattr(obj, name, wrapper)
 
@@ -167,6 +194,7 @@ def plain_sac(steps: int) -> dict[str, Any]:
     }  # fmt: skip
     obs, _ = env.reset(seed=0)
     learning = [0.0]
+    parts: collections.Counter[str] = collections.Counter()  # seconds per part of the update
 
     def step(t: int) -> None:
         nonlocal obs
@@ -181,6 +209,7 @@ def plain_sac(steps: int) -> dict[str, Any]:
         start = time.perf_counter()
         idx = np.random.randint(0, t + 1, BATCH)
         o, n, a, r, e = (torch.from_numpy(memory[key][idx]) for key in memory)
+        forward = time.perf_counter()
         alpha = log_alpha.exp().detach()
         with torch.no_grad():
             next_action, next_logp = act(n)
@@ -199,21 +228,34 @@ def plain_sac(steps: int) -> dict[str, Any]:
             p.requires_grad_(True)
         actor_loss = (alpha * logp - q).mean()
         alpha_loss = -(log_alpha * (logp.detach() - act_dim)).mean()
+        backward = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         (critic_loss + actor_loss + alpha_loss).backward()
+        stepping = time.perf_counter()
         optimizer.step()
+        blending = time.perf_counter()
         with torch.no_grad():  # as envsdk's polyak-in-place speed-up blends them
             for target_weight, weight in zip(targets, critics, strict=True):
                 target_weight.lerp_(weight, TAU)
-        learning[0] += time.perf_counter() - start
+        end = time.perf_counter()
+        for part, seconds in zip(
+            PLAIN_PARTS,
+            (forward - start, backward - forward, stepping - backward, blending - stepping, end - blending),
+            strict=True,
+        ):
+            parts[part] += seconds
+        learning[0] += end - start
 
     for t in range(2 * START):
         step(t)
     learning[0] = 0.0
+    parts.clear()
     begin = time.perf_counter()
     for t in range(2 * START, 2 * START + steps):
         step(t)
-    return {"ms": (time.perf_counter() - begin) / steps * 1e3, "learn": learning[0] / steps * 1e3}
+    ms = (time.perf_counter() - begin) / steps * 1e3
+    pieces = {part: parts[part] / steps * 1e3 for part in PLAIN_PARTS}
+    return {"ms": ms, "learn": learning[0] / steps * 1e3, "pieces": pieces}
 
 
 def plain_ppo(steps: int) -> dict[str, Any]:
@@ -359,13 +401,43 @@ def block(task: str, steps: int, runs: dict[str, list[dict[str, Any]]]) -> list[
         lines.append(f"| {names[c]} | {values} | {ms:.2f} | {ratio:.2f} | {learn:.2f} | {ms - learn:.2f} |")
     pieces = {k: statistics.median(r["pieces"][k] for r in runs["ours"]) for k in runs["ours"][0]["pieces"]}
     floor = median["plain"]["ms"] / median["sb3"]["ms"]
-    return [
-        *lines,
+    lines += [
         "",
         "Ours, the learner's update per env step (medians, ms): "
         + ", ".join(f"{k} {v:.2f}" for k, v in pieces.items())
         + f". The floor is {floor:.2f} of SB3's step; fixed_budget.py's target for whole runs is 0.7 "
         "of SB3's wall time.",
+        "",
+    ]
+    if "pieces" in runs["plain"][0] and "outside" in runs["ours"][0]:
+        lines += part_by_part(runs, median["plain"])
+    return lines
+
+
+def part_by_part(runs: dict[str, list[dict[str, Any]]], plain: dict[str, float]) -> list[str]:
+    """Ours's step and the plain loop's, part by part (medians), and ours's step at the plain loop's
+    update: its learning in place of ours's counterparts, everything else ours's."""
+    ours = {
+        k: statistics.median({**r["pieces"], **r["outside"]}[k] for r in runs["ours"])
+        for k in {**runs["ours"][0]["pieces"], **runs["ours"][0]["outside"]}
+    }
+    theirs = {k: statistics.median(r["pieces"][k] for r in runs["plain"]) for k in PLAIN_PARTS}
+    lines = ["| part of a step | ours (ms) | plain (ms) |", "|---|---|---|"]
+    machinery = 0.0  # ours's parts that are not the plain loop's update
+    for what, mine, part in ROWS:
+        value = sum(ours.get(k, 0.0) for k in mine)
+        other = plain["ms"] - plain["learn"] if part is None else theirs.get(part) if part else None
+        if part in (None, ""):
+            machinery += value
+        lines.append(f"| {what} | {value:.2f} | {'-' if other is None else f'{other:.2f}'} |")
+    lines.append(f"| the step | {statistics.median(r['ms'] for r in runs['ours']):.2f} | {plain['ms']:.2f} |")
+    at_floor = plain["learn"] + machinery
+    return [
+        *lines,
+        "",
+        f"Ours at the plain loop's update ({plain['learn']:.2f} ms) with ours's acting and "
+        f"bookkeeping around it ({machinery:.2f} ms): {at_floor:.2f} ms a step, "
+        f"{at_floor / plain['ms']:.2f} of the plain loop's.",
         "",
     ]
 

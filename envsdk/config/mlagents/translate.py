@@ -34,7 +34,9 @@ ALGORITHMS = {"ppo": "PPO", "sac": "SAC", "poca": "POCA"}
 
 # What every key becomes, for the docs' table (docs/mlagents-learn.md) and --dry-run.
 RULES: dict[str, str] = {
-    "behaviors.NAME": "one policy per behavior, for all its teams (env_config.policy_mapping), env: unity",
+    "behaviors.NAME": "one policy per behavior, which every team plays and learns"
+    " (env_config.policy_mapping), env: unity; mlagents-learn 1.1.0 without self_play gives each team"
+    " a policy and trains only the last one",
     "trainer_type": "run: PPO, SAC or POCA (envsdk's MA-POCA: a group critic per behavior); PPO and POCA:"
     " use_kl_loss: false (mlagents-learn's losses have no KL penalty)",
     "hyperparameters.batch_size": "minibatch_size (PPO, agent steps); train_batch_size (SAC)",
@@ -507,7 +509,8 @@ def _env_config(t: Translation, options: LineDict) -> None:
     if env["seed"] != -1:
         env_config["seed"] = env["seed"]
         t.put("seed", env["seed"], "env_settings.seed")
-    # Every team of a behavior ('Striker?team=0') is the behavior's one policy, as in mlagents-learn.
+    # Every team of a behavior ('Striker?team=0') plays and learns the behavior's one policy; without
+    # self_play mlagents-learn 1.1.0 gives each team a policy and trains only the last (RULES).
     from unity_bridge.behavior_names import default_policy_id
 
     env_config["policy_mapping"] = {str(name): default_policy_id(str(name)) for name in options["behaviors"]}
