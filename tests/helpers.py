@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -319,6 +319,22 @@ def built_from(tmp_path: Path, settings: dict[str, Any], overrides: dict | None 
     path.write_text(yaml.safe_dump({"exp": settings}))
     (exp,) = load_experiments(path)
     return build_config(exp, overrides)
+
+
+Step = Callable[[Any, Any], Any]  # an env class's step function: (env, actions) -> results
+
+
+def failing_every(n: int, step: Step, calls: dict[str, int]) -> Step:
+    """An env class's ``step`` function that raises ``ValueError("the game crashed")`` at every
+    ``n``-th call (counted in ``calls["n"]``, across instances), else calls ``step``."""
+
+    def every_nth(env: Any, actions: Any) -> Any:
+        calls["n"] += 1
+        if calls["n"] % n == 0:
+            raise ValueError("the game crashed")
+        return step(env, actions)
+
+    return every_nth
 
 
 def built_algorithm(tmp_path: Path, run: str, obs: str, act: str, mask: bool, **config: Any) -> Any:

@@ -13,6 +13,7 @@ import pytest
 from envsdk import internals
 from envsdk.evaluation.restore import load
 from envsdk.training.run.checkpoints import verify
+from envsdk.training.substitutes.sampling.batched_runner import FAILED_STEPS_PER_SAMPLE
 from tests.helpers import (
     ROOT,
     processes_mentioning,
@@ -96,10 +97,11 @@ def test_single_trial_folder_matches_tunes(train):
     assert _checkpoint(out.stdout) == best
 
 
-def test_env_failing_mid_training_is_reported(train, tmp_path):
+def _flaky_env(tmp_path: Path, fails_when: str) -> None:
+    """tmp_path/flaky_env.py: CartPole whose step() raises where ``fails_when`` holds (of its steps)."""
     (tmp_path / "flaky_env.py").write_text(
         textwrap.dedent(
-            """
+            f"""
             import gymnasium as gym
 
             class Flaky(gym.Wrapper):
@@ -108,12 +110,16 @@ def test_env_failing_mid_training_is_reported(train, tmp_path):
                     self.steps = 0
                 def step(self, action):
                     self.steps += 1
-                    if self.steps > 3000:
+                    if {fails_when}:
                         raise RuntimeError("the simulator lost its licence")
                     return self.env.step(action)
             """
         )
     )
+
+
+def test_env_failing_mid_training_is_reported(train, tmp_path):
+    _flaky_env(tmp_path, "self.steps > 3000")
     cfg = tmp_path / "exp.yaml"
     cfg.write_text(
         "flaky:\n  run: PPO\n  env: flaky_env.Flaky\n"
@@ -129,6 +135,30 @@ def test_env_failing_mid_training_is_reported(train, tmp_path):
     assert "restart_failed_sub_environments: true" in out.stdout
     assert "Traceback" in (trial / "error.txt").read_text()
     assert 1 <= len(progress_rows(trial)) < 50
+
+
+@pytest.mark.substitution("batched-sampler")  # RLlib's own loop samples such an env for ever
+def test_an_env_that_keeps_failing_ends_the_run_with_its_error(train, tmp_path):
+    """restart_failed_sub_environments remakes a failed env and counts the sample afresh: an env that
+    fails every few steps would sample for ever.  The run ends, naming the env's error and the fix."""
+    _flaky_env(tmp_path, "self.steps % 5 == 0")
+    cfg = tmp_path / "exp.yaml"
+    cfg.write_text(
+        "flaky:\n  run: PPO\n  env: flaky_env.Flaky\n"
+        "  config: {num_env_runners: 0, train_batch_size: 200, minibatch_size: 100,"
+        " restart_failed_sub_environments: true}\n"
+    )
+    out = train("-f", str(cfg), "--stop-iters", "3")
+    assert out.returncode == 1
+    (error,) = train.results.glob("*/*/error.txt")  # no iteration ended: no progress.csv
+    trial = error.parent
+    failures = FAILED_STEPS_PER_SAMPLE + 1
+    said = [line for line in out.stdout.splitlines() if line.startswith(f"  trial failed:    {trial}: ")]
+    assert len(said) == 1, out.stdout[-2000:]
+    assert "EnvKeepsFailing" in said[0]  # through Ray's RayTaskError where the trial runs in Tune's actor
+    assert f"the env's step failed {failures} times in one sample" in said[0]
+    assert "its last error: RuntimeError: the simulator lost its licence" in said[0]
+    assert "EnvKeepsFailing" in error.read_text()
 
 
 @pytest.mark.slow

@@ -28,7 +28,7 @@ from ray.rllib.env.multi_agent_env_runner import MultiAgentEnvRunner
 from envsdk import substitutions
 from envsdk.envs.faults.records import ObservationFault
 from envsdk.training.substitutes.sampling.agents_batched import AgentsBatchedRunner
-from tests.helpers import ROOT, built_from
+from tests.helpers import ROOT, built_from, failing_every
 
 pytestmark = pytest.mark.substitution(substitutions.AGENTS_BATCHED)
 
@@ -213,6 +213,27 @@ def test_each_round_is_rllibs_episode_step_for_step(tmp_path, monkeypatch, case)
         assert marker.exists() == (case == "sub-env-fails-and-is-made-again")
     finally:
         theirs.stop()
+        ours.stop()
+
+
+def test_an_env_failing_more_often_than_a_sample_is_long_ends_the_run(tmp_path, monkeypatch) -> None:
+    """RLlib's runner counts a sample afresh after each failure (``env_ts = 0``): an env failing at every
+    third step would sample for ever; the rounds loop ends the run past FAILED_STEPS_PER_SAMPLE failures."""
+    from envsdk.training.substitutes.sampling import batched_runner
+
+    built = _built(tmp_path, monkeypatch, "pendulum-box", restart_failed_sub_environments=True)
+    theirs, ours = _runners(built)
+    theirs.stop()
+    calls = {"n": 0}
+    try:
+        assert ours.sample(num_timesteps=10)  # made as RLlib makes it, before the env's class is patched
+        env_class = type(ours.env.envs[0])  # each sub-env's, which the vector env steps in turn
+        monkeypatch.setattr(env_class, "step", failing_every(3, env_class.step, calls))
+        with pytest.raises(batched_runner.EnvKeepsFailing, match="last error: ValueError: the game crashed"):
+            ours.sample(num_timesteps=30)
+        assert ours.samples_rounds
+        assert calls["n"] == 3 * (batched_runner.FAILED_STEPS_PER_SAMPLE + 1)
+    finally:
         ours.stop()
 
 

@@ -43,7 +43,7 @@ from ray.rllib.utils.spaces.space_utils import batch
 from envsdk import internals
 from envsdk.training.hooks.observation_filter import ObservationMeanStdFilter
 from envsdk.training.substitutes.sampling.agent_rows import log_sampled, policy_rows, row
-from envsdk.training.substitutes.sampling.batched_runner import actions_for_env
+from envsdk.training.substitutes.sampling.batched_runner import actions_for_env, check_failed_steps
 
 _PerEnv = list[dict[Any, Any]]  # one dict per sub-env, keyed by agent id
 
@@ -103,6 +103,7 @@ class RoundsLoop:
                 tally.step_s += time.perf_counter() - began
                 tally.step_calls += 1
                 if results is None:  # a sub-env failed and RLlib made the env again: afresh, as RLlib
+                    check_failed_steps(state)
                     sampled = agent_steps = 0
                     state.reset(explore)
                     acting = [_asking(episode) for episode in state.episodes]

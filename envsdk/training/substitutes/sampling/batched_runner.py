@@ -65,6 +65,7 @@ from ray.rllib.utils.spaces.space_utils import batch, clip_action, get_base_stru
 from ray.rllib.utils.torch_utils import convert_to_torch_tensor
 
 from envsdk import internals
+from envsdk.errors import RunFault
 from envsdk.training.hooks import faults
 from envsdk.training.hooks.callbacks import READS_THE_EPISODE_ONLY, hook_list
 from envsdk.training.hooks.observation_filter import is_mean_std_filter
@@ -196,6 +197,35 @@ def _diag_gaussian(inputs: np.ndarray, rng: np.random.Generator) -> tuple[np.nda
     actions = loc + scale * rng.standard_normal(loc.shape, dtype=np.float32)
     logp = -((actions - loc) ** 2) / (2 * scale**2) - log_std - np.float32(HALF_LOG_TWO_PI)
     return actions, logp.sum(axis=-1, dtype=np.float32)
+
+
+# Env steps that may fail in one sample() call, each failed env made again, before the sample ends the
+# run (check_failed_steps).
+FAILED_STEPS_PER_SAMPLE = 100
+
+
+class EnvKeepsFailing(RunFault):
+    """A sample's env steps failed more often than :data:`FAILED_STEPS_PER_SAMPLE`."""
+
+
+def check_failed_steps(state: Any) -> None:
+    """End the run where this sample's env steps failed more than :data:`FAILED_STEPS_PER_SAMPLE`
+    times.  With ``restart_failed_sub_environments`` RLlib's runners make a failed env again and count
+    the sample afresh (RLlib 2.60: ``env_ts = 0`` in ``MultiAgentEnvRunner._sample``, a new ``_sample``
+    call in ``SingleAgentEnvRunner``'s), as both batched loops do: an env that fails more often than a
+    sample's length would sample for ever, saying nothing but the logged errors."""
+    failed: list[Exception] = state.failed_steps
+    if len(failed) <= FAILED_STEPS_PER_SAMPLE:
+        return
+    last = root = failed[-1]
+    while root.__cause__ is not None:  # the env's own error, under the env guard's
+        root = root.__cause__  # type: ignore[assignment]
+    raise EnvKeepsFailing(
+        f"the env's step failed {len(failed)} times in one sample, made again each time "
+        "(restart_failed_sub_environments: true), and a sample counts its steps afresh after a failure, "
+        f"so it would never end; fix the env's step() (its last error: {type(root).__name__}: {root}), "
+        "or turn restart_failed_sub_environments off to stop at the first failure"
+    ) from last
 
 
 # RLlib's action distributions whose exploring draw the batched loop takes in numpy.
@@ -413,6 +443,7 @@ class BatchedEnvRunner(SingleAgentEnvRunner):
             )
             if not steps.failed:
                 break
+            check_failed_steps(state)
             state.reset(explore)  # a sub-env's step failed and RLlib made the env again: go on afresh
         chunks: list[Any] = []
         if num_timesteps is not None:
