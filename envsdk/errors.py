@@ -9,7 +9,9 @@ re-raises so the full traceback is visible.
 from __future__ import annotations
 
 import difflib
+import importlib
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -97,6 +99,45 @@ def root_cause(err: BaseException) -> BaseException:
             break
         err = following
     return err
+
+
+# An exception's line in a traceback's text: its class's dotted path, and the message's first line
+_RAISED = re.compile(r"^([A-Za-z_][\w.]*\.)?([A-Za-z_]\w*): (.+)$")
+
+
+def one_line(err: BaseException) -> str:
+    """``err`` in one line, ``Name: message``, as a run's summary reports it: the fault that names
+    itself (:func:`root_cause`), else the first of the chain, or the chain's innermost error where
+    that says nothing (RLlib re-raises an env's error as a bare ``RuntimeError``).  A Ray actor's
+    error (``RayTaskError``: a trial that ran in Tune's actor) holds the remote one pickled, without
+    its chain, which its text (the remote traceback) still has: that is read the same way."""
+    root = root_cause(err)
+    held = getattr(root, "cause", None)  # a Ray actor's error holds the remote one
+    if isinstance(held, BaseException):
+        root = root_cause(held)
+    if _reported_whole(root):
+        return _said(root)
+    raised = [m for m in map(_RAISED.match, str(err).splitlines()) if m is not None]
+    for module, name, message in (m.groups() for m in reversed(raised)):  # the outermost first
+        if module and module.startswith(("envsdk.", "unity_bridge.")) and _whole_by_name(module[:-1], name):
+            return f"{name}: {message}"
+    if not str(root).strip() and raised:
+        return f"{raised[0].group(2)}: {raised[0].group(3)}"
+    return _said(root)
+
+
+def _said(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[-1] if lines else ''}"
+
+
+def _whole_by_name(module: str, name: str) -> bool:
+    """Whether envsdk's or unity_bridge's class ``module.name`` reports itself whole."""
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        return False
+    return isinstance(found, type) and bool(getattr(found, "reported_whole", False))
 
 
 def closest(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:

@@ -167,3 +167,55 @@ def test_a_tf_custom_model_is_an_error_naming_the_port(tmp_path, capsys, kind):
     assert code == 2 and len(lines) == 2, lines
     assert "custom_model 'tfnet'" in lines[0] and "is a TF model" in lines[0]
     assert "port it to torch" in lines[1]
+
+
+def _chained(outer: BaseException, *inner: BaseException) -> BaseException:
+    """``outer`` raised from ``inner[0]``, raised from ``inner[1]``, ... (as ``raise ... from``)."""
+    for err, cause in zip((outer, *inner), inner, strict=False):
+        err.__cause__ = cause
+    return outer
+
+
+def _ray_error(remote: BaseException) -> BaseException:
+    """What a Tune trial's actor error is: Ray's RayTaskError, whose cause arrives pickled (no chain)
+    and whose text is the remote traceback."""
+    import pickle
+    import traceback
+
+    from ray.exceptions import RayTaskError
+
+    text = "".join(traceback.format_exception(remote))
+    return RayTaskError("PPO.train", text, pickle.loads(pickle.dumps(remote))).as_instanceof_cause()
+
+
+@pytest.mark.parametrize(
+    ("case", "said"),
+    [
+        ("fault-in-the-chain", "EnvKeepsFailing: the env kept failing"),
+        ("fault-through-ray", "EnvKeepsFailing: the env kept failing"),
+        ("bare-rethrow-through-ray", "ValueError: sensor 3 disconnected"),
+        ("bare-rethrow", "ValueError: sensor 3 disconnected"),
+        ("plain", "KeyError: 'obs'"),
+    ],
+)
+def test_a_trials_error_is_said_in_one_line_naming_the_fault(case, said):
+    """The run's summary line: the fault that names itself however deep in the chain, through Ray's
+    actor errors (a trial in Tune's actor) too, else the innermost error where the outer says nothing."""
+    from envsdk.errors import one_line
+    from envsdk.training.run.tune_runner import _first_line
+    from envsdk.training.substitutes.sampling.batched_runner import EnvKeepsFailing
+
+    def fault() -> BaseException:
+        kept_failing = EnvKeepsFailing("the env kept failing")
+        return _chained(RuntimeError(), kept_failing, ValueError("sensor 3 disconnected"))
+
+    errors = {
+        "fault-in-the-chain": lambda: one_line(fault()),
+        "fault-through-ray": lambda: _first_line(_ray_error(fault())),
+        "bare-rethrow-through-ray": lambda: _first_line(
+            _ray_error(_chained(RuntimeError(), ValueError("sensor 3 disconnected")))
+        ),
+        "bare-rethrow": lambda: one_line(_chained(RuntimeError(), ValueError("sensor 3 disconnected"))),
+        "plain": lambda: _first_line(_ray_error(KeyError("obs"))),
+    }
+    assert errors[case]() == said

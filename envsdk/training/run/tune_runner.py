@@ -20,7 +20,7 @@ from ray.rllib.callbacks.callbacks import RLlibCallback
 from envsdk.config.experiment import Experiment
 from envsdk.config.stopping import StopCriteria, TuneStopper
 from envsdk.config.validation import build_scheduler
-from envsdk.errors import UserError
+from envsdk.errors import UserError, one_line
 from envsdk.internals import without_object_store
 from envsdk.progress import RETURN, ProgressLine
 from envsdk.training.build import BuiltConfig
@@ -217,7 +217,6 @@ def summarise(
 
 
 def _first_line(error: BaseException) -> str:
-    """A Tune trial's error in one line: the root exception's type and message."""
-    root = error.__cause__ or error
-    text = str(root).strip().splitlines()
-    return f"{type(root).__name__}: {text[-1] if text else ''}"
+    """A Tune trial's error in one line (:func:`envsdk.errors.one_line`; a trial in Tune's actor
+    fails with Ray's ``RayTaskError``)."""
+    return one_line(error)

@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -97,8 +98,9 @@ def test_single_trial_folder_matches_tunes(train):
     assert _checkpoint(out.stdout) == best
 
 
-def _flaky_env(tmp_path: Path, fails_when: str) -> None:
-    """tmp_path/flaky_env.py: CartPole whose step() raises where ``fails_when`` holds (of its steps)."""
+def _flaky_run(train: Any, tmp_path: Path, fails_when: str, config: str, iterations: int) -> Any:
+    """train.py on CartPole whose step() raises where ``fails_when`` holds (of its steps), with PPO's
+    ``config`` (YAML flow mapping entries) and one local env runner; it failed (status 1)."""
     (tmp_path / "flaky_env.py").write_text(
         textwrap.dedent(
             f"""
@@ -116,17 +118,16 @@ def _flaky_env(tmp_path: Path, fails_when: str) -> None:
             """
         )
     )
-
-
-def test_env_failing_mid_training_is_reported(train, tmp_path):
-    _flaky_env(tmp_path, "self.steps > 3000")
     cfg = tmp_path / "exp.yaml"
-    cfg.write_text(
-        "flaky:\n  run: PPO\n  env: flaky_env.Flaky\n"
-        "  config: {num_env_runners: 0, train_batch_size: 1000, minibatch_size: 250}\n"
-    )
-    out = train("-f", str(cfg), "--stop-iters", "50")
+    cfg.write_text(f"flaky:\n  run: PPO\n  env: flaky_env.Flaky\n  config: {{num_env_runners: 0, {config}}}")
+    out = train("-f", str(cfg), "--stop-iters", str(iterations))
     assert out.returncode == 1
+    return out
+
+
+@pytest.mark.substitution("env-guard", "in-process-trial")  # EnvRaised; our trial's error.txt
+def test_env_failing_mid_training_is_reported(train, tmp_path):
+    out = _flaky_run(train, tmp_path, "self.steps > 3000", "train_batch_size: 1000, minibatch_size: 250", 50)
     (trial,) = trial_dirs(train.results)
     assert (
         f"trial failed:    {trial}: EnvRaised: env 'flaky_env.Flaky' (the local env runner) raised"
@@ -137,19 +138,24 @@ def test_env_failing_mid_training_is_reported(train, tmp_path):
     assert 1 <= len(progress_rows(trial)) < 50
 
 
+@pytest.mark.substitution("env-guard")  # its EnvRaised names the env's error
+def test_an_env_failing_in_trials_of_a_grid_is_named_for_each(train, tmp_path):
+    """Trials of a grid run in Tune's actors, whose errors reach train.py as Ray's RayTaskError, the
+    env's error chain only in its text: each trial's line still names the env's error."""
+    grid = "train_batch_size: 500, minibatch_size: 250, lr: {grid_search: [0.001, 0.0005]}"
+    out = _flaky_run(train, tmp_path, "self.steps > 1500", grid, 10)
+    said = [line for line in out.stdout.splitlines() if line.startswith("  trial failed:    ")]
+    assert len(said) == 2, out.stdout[-2000:]
+    named = ": EnvRaised: env 'flaky_env.Flaky' (the local env runner) raised RuntimeError: the simulator"
+    assert all(named in line for line in said), said
+
+
 @pytest.mark.substitution("batched-sampler")  # RLlib's own loop samples such an env for ever
 def test_an_env_that_keeps_failing_ends_the_run_with_its_error(train, tmp_path):
     """restart_failed_sub_environments remakes a failed env and counts the sample afresh: an env that
     fails every few steps would sample for ever.  The run ends, naming the env's error and the fix."""
-    _flaky_env(tmp_path, "self.steps % 5 == 0")
-    cfg = tmp_path / "exp.yaml"
-    cfg.write_text(
-        "flaky:\n  run: PPO\n  env: flaky_env.Flaky\n"
-        "  config: {num_env_runners: 0, train_batch_size: 200, minibatch_size: 100,"
-        " restart_failed_sub_environments: true}\n"
-    )
-    out = train("-f", str(cfg), "--stop-iters", "3")
-    assert out.returncode == 1
+    restarting = "train_batch_size: 200, minibatch_size: 100, restart_failed_sub_environments: true"
+    out = _flaky_run(train, tmp_path, "self.steps % 5 == 0", restarting, 3)
     (error,) = train.results.glob("*/*/error.txt")  # no iteration ended: no progress.csv
     trial = error.parent
     failures = FAILED_STEPS_PER_SAMPLE + 1
