@@ -51,8 +51,8 @@ PIECES = ("forward_train", "compute_losses", "compute_gradients", "apply_gradien
 # Ours, outside the learner's update: the replay algorithms' steps of an iteration (training_step.py)
 AROUND = {"_sample_and_store": "sampling and storing", "_replayed_batch": "replay sample",
           "_sync_weights": "weight sync"}  # fmt: skip
-TARGETS = "target networks"  # the learner's after_gradient_based_update: SAC's polyak blend
-PLAIN_PARTS = ("batch", "forward and losses", "backward", "optimizer", TARGETS)  # plain SAC's update
+TARGETS = "after_gradient_based_update"  # the learner's: SAC's target networks (PPO's schedules)
+PLAIN_PARTS = ("batch", "forward and losses", "backward", "optimizer", "target networks")  # plain SAC's
 # SAC's step part by part: (what it is, ours's timed pieces, the plain loop's part, None: its acting,
 # env step and storing, "": nothing of the plain loop's)
 ROWS = (
@@ -60,7 +60,7 @@ ROWS = (
     ("forward pass and losses", ("forward_train", "compute_losses"), "forward and losses"),
     ("backward pass", ("compute_gradients",), "backward"),
     ("optimizer step", ("apply_gradients",), "optimizer"),
-    ("target networks", (TARGETS,), TARGETS),
+    ("target networks", (TARGETS,), "target networks"),
     ("acting, env step, storing", ("sampling and storing",), None),
     ("the learner's bookkeeping (batch conversion, metrics)", ("rest of the update",), ""),
     ("weight sync to the env runner", ("weight sync",), ""),

@@ -106,27 +106,31 @@ _RAISED = re.compile(r"^([A-Za-z_][\w.]*\.)?([A-Za-z_]\w*): (.+)$")
 
 
 def one_line(err: BaseException) -> str:
-    """``err`` in one line, ``Name: message``, as a run's summary reports it: the fault that names
-    itself (:func:`root_cause`), else the first of the chain, or the chain's innermost error where
-    that says nothing (RLlib re-raises an env's error as a bare ``RuntimeError``).  A Ray actor's
-    error (``RayTaskError``: a trial that ran in Tune's actor) holds the remote one pickled, without
-    its chain, which its text (the remote traceback) still has: that is read the same way."""
-    root = root_cause(err)
-    held = getattr(root, "cause", None)  # a Ray actor's error holds the remote one
-    if isinstance(held, BaseException):
-        root = root_cause(held)
+    """``err`` in one line, ``Name: message``, as a run's summary reports it, by :func:`root_cause`'s
+    rule: the outermost fault of the chain that reports itself whole, else the chain's innermost
+    error.  Ray's actor errors (``RayTaskError``: a trial that ran in Tune's actor, a remote runner
+    under it) hold the remote error pickled, without its chain; their text (the remote traceback)
+    still has it, and is read by the same rule."""
+    root = held = root_cause(err)
+    while isinstance(getattr(root, "cause", None), BaseException):  # a Ray actor's error holds it
+        root = root_cause(root.cause)  # type: ignore[attr-defined]
     if _reported_whole(root):
         return _said(root)
-    raised = [m for m in map(_RAISED.match, str(err).splitlines()) if m is not None]
+    text = str(err) if root is not held or not str(root).strip() else ""  # a traceback's, not a message
+    raised = [m for m in map(_RAISED.match, text.splitlines()) if m is not None]
     for module, name, message in (m.groups() for m in reversed(raised)):  # the outermost first
         if module and module.startswith(("envsdk.", "unity_bridge.")) and _whole_by_name(module[:-1], name):
             return f"{name}: {message}"
-    if not str(root).strip() and raised:
+    if raised:  # the traceback's first exception: the chain's innermost
         return f"{raised[0].group(2)}: {raised[0].group(3)}"
     return _said(root)
 
 
 def _said(err: BaseException) -> str:
+    """A fault reported whole on one line; another error by its message's last line (a traceback's
+    text ends with its exception)."""
+    if _reported_whole(err):
+        return f"{type(err).__name__}: {' '.join(str(err).split())}"
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[-1] if lines else ''}"
 
@@ -134,8 +138,8 @@ def _said(err: BaseException) -> str:
 def _whole_by_name(module: str, name: str) -> bool:
     """Whether envsdk's or unity_bridge's class ``module.name`` reports itself whole."""
     try:
-        found = getattr(importlib.import_module(module), name, None)
-    except ImportError:
+        found = getattr(sys.modules.get(module) or importlib.import_module(module), name, None)
+    except Exception:  # a module that cannot be imported here names no fault of ours
         return False
     return isinstance(found, type) and bool(getattr(found, "reported_whole", False))
 

@@ -324,14 +324,17 @@ def built_from(tmp_path: Path, settings: dict[str, Any], overrides: dict | None 
 Step = Callable[[Any, Any], Any]  # an env class's step function: (env, actions) -> results
 
 
-def failing_every(n: int, step: Step, calls: dict[str, int]) -> Step:
-    """An env class's ``step`` function that raises ``ValueError("the game crashed")`` at every
-    ``n``-th call (counted in ``calls["n"]``, across instances), else calls ``step``."""
+def failing_every(n: int, step: Step, calls: dict[str, int], limit: int = 2000) -> Step:
+    """An env class's ``step`` function that raises ``ValueError`` (a message of two lines) at every
+    ``n``-th call (counted in ``calls["n"]``, across instances), else calls ``step``; past ``limit``
+    calls it fails the test, through any ``except Exception`` (a sampler that would step for ever)."""
 
     def every_nth(env: Any, actions: Any) -> Any:
         calls["n"] += 1
+        if calls["n"] > limit:
+            pytest.fail(f"the env was stepped {limit} times: the sampler goes on for ever")
         if calls["n"] % n == 0:
-            raise ValueError("the game crashed")
+            raise ValueError("the game crashed\n(frame 9)")
         return step(env, actions)
 
     return every_nth

@@ -13,7 +13,8 @@ class _EnvRunnerState:
 
     def __init__(self, runner: Any) -> None:
         self.runner = runner
-        self.failed_steps: list[Exception] = []  # the errors of this state's env steps that failed
+        self.failed_steps = 0  # this state's env steps that failed (one sample() call's)
+        self.last_failure: Exception | None = None  # the error of the last of them
 
     @property
     def needs_reset(self) -> bool:
@@ -51,7 +52,7 @@ class _EnvRunnerState:
     def step(self, actions: Any) -> Any:
         """``env.step`` as RLlib's ``_try_env_step`` takes it, less its per-step timer and counter
         (:meth:`count_steps` logs them once per sample): on an error, the env is made again and
-        None returned with ``restart_failed_sub_environments`` (the error kept in ``failed_steps``),
+        None returned with ``restart_failed_sub_environments`` (counted in ``failed_steps``),
         else RuntimeError from the error."""
         try:
             return self.runner.env.step(actions)
@@ -65,7 +66,8 @@ class _EnvRunnerState:
         from ray.rllib.env.env_runner import NUM_ENV_STEP_FAILURES_LIFETIME
 
         runner, log = self.runner, logging.getLogger("ray.rllib.env.env_runner")
-        self.failed_steps.append(error)
+        self.failed_steps += 1
+        self.last_failure = error
         runner.metrics.log_value(NUM_ENV_STEP_FAILURES_LIFETIME, 1, reduce="lifetime_sum")
         if not runner.config.restart_failed_sub_environments:
             log.exception(

@@ -66,7 +66,9 @@ def prepare(config: Any, exp_dir: Path, asked_for_restarts: bool) -> Path:
 
 
 class _ErrorFile(logging.Handler):
-    """Writes the first logged exception of this runner process to ``<folder>/<worker>-<pid>.json``."""
+    """Writes the first logged exception of this runner process to ``<folder>/<worker>-<pid>.json``;
+    a later fault that reports itself whole (one that ends the runner, after env errors it
+    recovered from with ``restart_failed_sub_environments``) replaces it."""
 
     def __init__(self, folder: Path, worker: int):
         super().__init__(logging.ERROR)
@@ -74,9 +76,11 @@ class _ErrorFile(logging.Handler):
         self.worker = worker
 
     def emit(self, record: logging.LogRecord) -> None:
-        if not record.exc_info or record.exc_info[1] is None or self.path.exists():
+        if not record.exc_info or record.exc_info[1] is None:
             return
         root = root_cause(record.exc_info[1])
+        if self.path.exists() and not getattr(type(root), "reported_whole", False):
+            return
         text = "".join(traceback.format_exception(*record.exc_info))
         doc = {
             "worker": self.worker,
@@ -99,7 +103,9 @@ def record_errors(*, env_runner: Any, folder: str, **_: Any) -> None:
     if worker == 0 or any(isinstance(h, _ErrorFile) for h in rllib.handlers):
         return  # the driver's own runner raises into the driver; one handler per process
     Path(folder).mkdir(parents=True, exist_ok=True)
-    rllib.addHandler(_ErrorFile(Path(folder), worker))
+    handler = _ErrorFile(Path(folder), worker)
+    rllib.addHandler(handler)
+    logging.getLogger("envsdk").addHandler(handler)  # our samplers' faults (EnvKeepsFailing)
 
 
 def recorded_errors(folder: Path, since: float) -> list[dict[str, Any]]:

@@ -98,9 +98,11 @@ def test_single_trial_folder_matches_tunes(train):
     assert _checkpoint(out.stdout) == best
 
 
-def _flaky_run(train: Any, tmp_path: Path, fails_when: str, config: str, iterations: int) -> Any:
+def _flaky_run(
+    train: Any, tmp_path: Path, fails_when: str, config: str, iterations: int, runners: int = 0
+) -> Any:
     """train.py on CartPole whose step() raises where ``fails_when`` holds (of its steps), with PPO's
-    ``config`` (YAML flow mapping entries) and one local env runner; it failed (status 1)."""
+    ``config`` (YAML flow mapping entries) and ``runners`` remote env runners; it failed (status 1)."""
     (tmp_path / "flaky_env.py").write_text(
         textwrap.dedent(
             f"""
@@ -119,7 +121,9 @@ def _flaky_run(train: Any, tmp_path: Path, fails_when: str, config: str, iterati
         )
     )
     cfg = tmp_path / "exp.yaml"
-    cfg.write_text(f"flaky:\n  run: PPO\n  env: flaky_env.Flaky\n  config: {{num_env_runners: 0, {config}}}")
+    cfg.write_text(
+        f"flaky:\n  run: PPO\n  env: flaky_env.Flaky\n  config: {{num_env_runners: {runners}, {config}}}"
+    )
     out = train("-f", str(cfg), "--stop-iters", str(iterations))
     assert out.returncode == 1
     return out
@@ -165,6 +169,23 @@ def test_an_env_that_keeps_failing_ends_the_run_with_its_error(train, tmp_path):
     assert f"the env's step failed {failures} times in one sample" in said[0]
     assert "its last error: RuntimeError: the simulator lost its licence" in said[0]
     assert "EnvKeepsFailing" in error.read_text()
+
+
+@pytest.mark.substitution("batched-sampler")
+def test_a_remote_runner_whose_env_keeps_failing_is_named_by_its_fault(train, tmp_path):
+    """The runner's record of its error (hooks/restarts.py) is the fault that ended it, not the first
+    env error it recovered from (whose advice, restart_failed_sub_environments, is already taken)."""
+    restarting = (
+        "delay_between_env_runner_restarts_s: 1, train_batch_size: 200, minibatch_size: 100,"
+        " restart_failed_sub_environments: true"
+    )
+    out = _flaky_run(train, tmp_path, "self.steps % 5 == 0", restarting, 3, runners=1)
+    said = [line for line in out.stdout.splitlines() if line.startswith("  trial failed:    ")]
+    assert len(said) == 1, out.stdout[-2000:]
+    assert "env runner 1 failed: EnvKeepsFailing: the env's step failed" in said[0], said
+    assert (
+        "(its last error: RuntimeError: the simulator lost its licence); fix: fix the env's step()" in said[0]
+    )
 
 
 @pytest.mark.slow

@@ -260,23 +260,28 @@ def test_a_failed_env_step_is_remade_and_sampling_goes_on(tmp_path):
         assert runner.get_metrics()["num_env_step_failures"].peek() == 1
 
 
-@pytest.mark.parametrize("size", [2, 30])
+@pytest.mark.parametrize("size", [4, 30])
 def test_an_env_failing_more_often_than_a_sample_is_long_ends_the_run(tmp_path, monkeypatch, size):
     """RLlib's runner counts a sample afresh after each failure: an env failing at every third step
     would sample 30 steps for ever.  The sample ends the run past FAILED_STEPS_PER_SAMPLE failures,
-    naming the env's error; a sample shorter than the failures' period ends as usual."""
+    naming the env's error on one line.  Samples of 4 steps (two vector steps) fail once each: the
+    failures are counted per sample, so 150 of them go on."""
     calls = {"n": 0}
     with _runner(tmp_path, num_envs_per_env_runner=2, restart_failed_sub_environments=True) as runner:
         vector_env = type(runner.env.unwrapped)  # under the env guard's step
         monkeypatch.setattr(vector_env, "step", failing_every(3, vector_env.step, calls))
-        if size == 2:
-            assert sum(len(e) for e in runner.sample(num_timesteps=size)) >= size
+        if size == 4:
+            for _ in range(150):
+                assert sum(len(e) for e in runner.sample(num_timesteps=size)) >= size
+            assert calls["n"] // 3 > batched_runner.FAILED_STEPS_PER_SAMPLE  # failures in all
             return
         with pytest.raises(batched_runner.EnvKeepsFailing) as raised:
             runner.sample(num_timesteps=size)
     failures = batched_runner.FAILED_STEPS_PER_SAMPLE + 1
     assert f"failed {failures} times in one sample" in str(raised.value)
-    assert "its last error: ValueError: the game crashed" in str(raised.value)
+    assert "its last error: ValueError: the game crashed (frame 9)); fix: fix the env's step()" in str(
+        raised.value
+    )
     assert calls["n"] == 3 * failures
 
 

@@ -211,21 +211,26 @@ class EnvKeepsFailing(RunFault):
 def check_failed_steps(state: Any) -> None:
     """End the run where this sample's env steps failed more than :data:`FAILED_STEPS_PER_SAMPLE`
     times.  With ``restart_failed_sub_environments`` RLlib's runners make a failed env again and count
-    the sample afresh (RLlib 2.60: ``env_ts = 0`` in ``MultiAgentEnvRunner._sample``, a new ``_sample``
-    call in ``SingleAgentEnvRunner``'s), as both batched loops do: an env that fails more often than a
-    sample's length would sample for ever, saying nothing but the logged errors."""
-    failed: list[Exception] = state.failed_steps
-    if len(failed) <= FAILED_STEPS_PER_SAMPLE:
+    the sample afresh (RLlib 2.60: ``ts = 0`` in ``SingleAgentEnvRunner._sample``, ``env_ts = 0`` in
+    ``MultiAgentEnvRunner._sample``), as both batched loops do: an env that fails more often than a
+    sample's length would sample for ever, saying nothing but the logged errors.  A remote runner
+    logs the fault too, for the driver's record of runner errors (hooks/restarts.py)."""
+    if state.failed_steps <= FAILED_STEPS_PER_SAMPLE:
         return
-    last = root = failed[-1]
+    last = root = state.last_failure
     while root.__cause__ is not None:  # the env's own error, under the env guard's
-        root = root.__cause__  # type: ignore[assignment]
-    raise EnvKeepsFailing(
-        f"the env's step failed {len(failed)} times in one sample, made again each time "
+        root = root.__cause__
+    said = " ".join(str(root).split())  # one line
+    fault = EnvKeepsFailing(
+        f"the env's step failed {state.failed_steps} times in one sample, made again each time "
         "(restart_failed_sub_environments: true), and a sample counts its steps afresh after a failure, "
-        f"so it would never end; fix the env's step() (its last error: {type(root).__name__}: {root}), "
-        "or turn restart_failed_sub_environments off to stop at the first failure"
-    ) from last
+        f"so it would never end (its last error: {type(root).__name__}: {said}); fix: fix the env's "
+        "step(), or turn restart_failed_sub_environments off to stop at the first failure"
+    )
+    fault.__cause__ = last
+    if getattr(state.runner, "worker_index", 0):
+        logger.error("%s", fault, exc_info=fault)
+    raise fault
 
 
 # RLlib's action distributions whose exploring draw the batched loop takes in numpy.
