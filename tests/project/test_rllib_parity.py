@@ -492,6 +492,7 @@ def test_a_crashing_env_with_restarts_trains_on_and_its_restarts_are_counted(cra
 
 
 @pytest.mark.slow
+@pytest.mark.substitution("env-guard")  # its EnvRaised names the env's error
 @pytest.mark.parametrize(
     ("env", "runners", "raised"),
     [

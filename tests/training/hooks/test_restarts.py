@@ -58,6 +58,7 @@ def test_a_crashing_runner_is_restarted_by_default_and_the_run_trains_on(
 
 
 @pytest.mark.slow
+@pytest.mark.substitution("env-guard")  # its EnvRaised names the env's error
 def test_an_env_that_always_fails_ends_within_one_iteration_with_its_line(
     tmp_path: Path, ray_address: str
 ) -> None:
