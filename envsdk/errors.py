@@ -64,7 +64,7 @@ class RunFault(RuntimeError):
     reported_whole = True
 
 
-def _reported_whole(err: BaseException) -> bool:
+def reports_whole(err: BaseException | None) -> bool:
     """A :class:`RunFault`, or another package's exception that says it is one: a class attribute
     ``reported_whole`` (unity_bridge's player errors; it imports nothing from envsdk)."""
     return bool(getattr(type(err), "reported_whole", False))
@@ -93,12 +93,21 @@ def raise_if_user_error(err: Exception) -> None:
 def root_cause(err: BaseException) -> BaseException:
     """The error to report from a chain (RLlib re-raises env errors as a bare ``RuntimeError
     from e``): the first one reported whole (:class:`RunFault`), else the first of the chain."""
-    while not _reported_whole(err):
+    while not reports_whole(err):
         following = err.__cause__ or (None if err.__suppress_context__ else err.__context__)
         if following is None:
             break
         err = following
     return err
+
+
+def held_cause(err: BaseException) -> BaseException:
+    """:func:`root_cause`, through Ray's actor errors (``RayTaskError``), each of which holds the
+    remote error (``cause``) pickled, without its own chain."""
+    root = root_cause(err)
+    while isinstance(getattr(root, "cause", None), BaseException):
+        root = root_cause(root.cause)  # type: ignore[attr-defined]
+    return root
 
 
 # An exception's line in a traceback's text: its class's dotted path, and the message's first line
@@ -111,12 +120,11 @@ def one_line(err: BaseException) -> str:
     error.  Ray's actor errors (``RayTaskError``: a trial that ran in Tune's actor, a remote runner
     under it) hold the remote error pickled, without its chain; their text (the remote traceback)
     still has it, and is read by the same rule."""
-    root = held = root_cause(err)
-    while isinstance(getattr(root, "cause", None), BaseException):  # a Ray actor's error holds it
-        root = root_cause(root.cause)  # type: ignore[attr-defined]
-    if _reported_whole(root):
+    root = held_cause(err)
+    if reports_whole(root):
         return _said(root)
-    text = str(err) if root is not held or not str(root).strip() else ""  # a traceback's, not a message
+    remote = root is not root_cause(err)  # err is a Ray actor's error: its text is a traceback
+    text = str(err) if remote or not str(root).strip() else ""
     raised = [m for m in map(_RAISED.match, text.splitlines()) if m is not None]
     for module, name, message in (m.groups() for m in reversed(raised)):  # the outermost first
         if module and module.startswith(("envsdk.", "unity_bridge.")) and _whole_by_name(module[:-1], name):
@@ -129,7 +137,7 @@ def one_line(err: BaseException) -> str:
 def _said(err: BaseException) -> str:
     """A fault reported whole on one line; another error by its message's last line (a traceback's
     text ends with its exception)."""
-    if _reported_whole(err):
+    if reports_whole(err):
         return f"{type(err).__name__}: {' '.join(str(err).split())}"
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[-1] if lines else ''}"
@@ -163,9 +171,9 @@ def run_cli(main: Callable[[list[str]], int | None], argv: list[str] | None = No
     except Exception as err:
         user = as_user_error(err)
         fault = root_cause(err)
-        cause = getattr(fault, "cause", None)  # a Ray actor's error (rollout.py --num-workers) holds it
-        fault = cause if isinstance(cause, BaseException) and _reported_whole(cause) else fault
-        if user is None and _reported_whole(fault) and not debug:
+        held = held_cause(err)  # a Ray actor's error (rollout.py --num-workers) holds it
+        fault = held if reports_whole(held) else fault
+        if user is None and reports_whole(fault) and not debug:
             # A fault that names itself and its fix (an env's, a policy's: rollout.py plays them),
             # however deep in RLlib's re-raises: its line, not the traceback.
             what, _, fix = str(fault).partition("; fix: ")

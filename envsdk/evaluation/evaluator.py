@@ -28,7 +28,7 @@ import numpy as np
 import tree
 
 from envsdk.envs.time_limit import limit, own_limit
-from envsdk.errors import root_cause
+from envsdk.errors import reports_whole, root_cause
 from envsdk.evaluation.opponents import LATEST_WEIGHTS, Opponent, self_play_policies
 from envsdk.evaluation.opponents import apply as apply_opponent
 from envsdk.evaluation.recording import HUMAN, RENDER, Recorder, Window, enable_rgb_render, wrap
@@ -164,7 +164,7 @@ class _SaidWhole(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         err = record.exc_info[1] if record.exc_info else None
-        return not getattr(type(err), "reported_whole", False)
+        return not reports_whole(err)
 
 
 @contextlib.contextmanager
@@ -176,7 +176,7 @@ def _faults_whole() -> Iterator[None]:
         yield
     except Exception as err:
         fault = root_cause(err)
-        if fault is err or not getattr(type(fault), "reported_whole", False):
+        if fault is err or not reports_whole(fault):
             raise
         raise fault from None
 

@@ -200,7 +200,7 @@ def _ray_error(remote: BaseException) -> BaseException:
 )
 def test_a_trials_error_is_said_in_one_line_naming_the_fault(case, said):
     """The run's summary line: the fault that names itself however deep in the chain, through Ray's
-    actor errors (a trial in Tune's actor) too, else the innermost error where the outer says nothing."""
+    actor errors (a trial in Tune's actor) too, else the chain's innermost error (root_cause's rule)."""
     from envsdk.errors import one_line
     from envsdk.training.run.tune_runner import _first_line
     from envsdk.training.substitutes.sampling.batched_runner import EnvKeepsFailing

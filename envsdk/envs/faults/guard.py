@@ -32,7 +32,7 @@ import numpy as np
 from envsdk import internals
 from envsdk.envs.faults.records import EnvFault, ObservationFault, ResetsInTheSameStep, RewardFault
 from envsdk.envs.faults.stall_watch import watch
-from envsdk.errors import as_user_error
+from envsdk.errors import as_user_error, reports_whole
 
 NUMERIC_KINDS = "biuf"
 
@@ -396,7 +396,7 @@ class Guard:
         episode (the error itself where it already names them, or asks RLlib to recreate the env)."""
         from ray.rllib.env.env_errors import StepFailedRecreateEnvError
 
-        says_it_all = getattr(type(err), "reported_whole", False) or as_user_error(err) is not None
+        says_it_all = reports_whole(err) or as_user_error(err) is not None
         if says_it_all or isinstance(err, StepFailedRecreateEnvError):
             return err  # a fault that names itself (a Unity player's, ours), or RLlib's own signal
         what = f"{type(err).__name__}: {err}".strip().rstrip(":")

@@ -36,7 +36,7 @@ from typing import Any
 from ray.rllib.env.env_runner import NUM_ENV_STEP_FAILURES_LIFETIME
 
 from envsdk import internals
-from envsdk.errors import root_cause
+from envsdk.errors import reports_whole, root_cause
 from envsdk.notices import notice, one_line_rllib_errors
 from envsdk.progress import HEALTH, lookup
 from envsdk.training.hooks.callbacks import add_callback
@@ -79,7 +79,7 @@ class _ErrorFile(logging.Handler):
         if not record.exc_info or record.exc_info[1] is None:
             return
         root = root_cause(record.exc_info[1])
-        if self.path.exists() and not getattr(type(root), "reported_whole", False):
+        if self.path.exists() and not reports_whole(root):
             return
         text = "".join(traceback.format_exception(*record.exc_info))
         doc = {
